@@ -1,0 +1,199 @@
+"""Events: what a provider stream yields (``StreamEvent``) and what the agent emits (``AgentEvent``).
+
+Provider stream events follow pi-ai: ``start``, ``text_start|delta|end``, ``thinking_start|delta|end``,
+``toolcall_start|delta|end``, then exactly one ``done`` or ``error``. Each carries the partial
+``AssistantMessage`` built so far (in-process this is a reference, not a copy).
+
+Agent events are SPEC-5.1's eight plus ``message_update`` (a streaming delta) and
+``tool_execution_update`` (``on_update`` progress) and ``llm_retry`` (a retried model call: a UI
+drops the failed attempt's partial text).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, WireModel
+
+# ---------------------------------------------------------------------------------- provider stream
+
+
+class StreamStart(WireModel):
+    type: Literal["start"] = "start"
+    partial: AssistantMessage
+
+
+class _BlockEvent(WireModel):
+    content_index: int
+    partial: AssistantMessage
+
+
+class TextStart(_BlockEvent):
+    type: Literal["text_start"] = "text_start"
+
+
+class TextDelta(_BlockEvent):
+    type: Literal["text_delta"] = "text_delta"
+    delta: str
+
+
+class TextEnd(_BlockEvent):
+    type: Literal["text_end"] = "text_end"
+    content: str
+
+
+class ThinkingStart(_BlockEvent):
+    type: Literal["thinking_start"] = "thinking_start"
+
+
+class ThinkingDelta(_BlockEvent):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    delta: str
+
+
+class ThinkingEnd(_BlockEvent):
+    type: Literal["thinking_end"] = "thinking_end"
+    content: str
+
+
+class ToolCallStart(_BlockEvent):
+    type: Literal["toolcall_start"] = "toolcall_start"
+
+
+class ToolCallDelta(_BlockEvent):
+    type: Literal["toolcall_delta"] = "toolcall_delta"
+    delta: str
+
+
+class ToolCallEnd(_BlockEvent):
+    type: Literal["toolcall_end"] = "toolcall_end"
+    tool_call: ToolCall
+
+
+class StreamDone(WireModel):
+    type: Literal["done"] = "done"
+    reason: Literal["stop", "length", "toolUse"]
+    message: AssistantMessage
+
+
+class StreamError(WireModel):
+    type: Literal["error"] = "error"
+    reason: Literal["error", "aborted"]
+    error: AssistantMessage
+    # Provider failure classification, for a caller (Temporal's retry policy) that can act on it.
+    retryable: bool = False
+    retry_after_seconds: float | None = None
+    status_code: int | None = None
+
+
+StreamEvent = Annotated[
+    StreamStart
+    | TextStart
+    | TextDelta
+    | TextEnd
+    | ThinkingStart
+    | ThinkingDelta
+    | ThinkingEnd
+    | ToolCallStart
+    | ToolCallDelta
+    | ToolCallEnd
+    | StreamDone
+    | StreamError,
+    Field(discriminator="type"),
+]
+STREAM_EVENT_ADAPTER: TypeAdapter[StreamEvent] = TypeAdapter(StreamEvent)
+
+# ------------------------------------------------------------------------------------- agent events
+
+
+class AgentStartEvent(WireModel):
+    type: Literal["agent_start"] = "agent_start"
+
+
+class AgentEndEvent(WireModel):
+    type: Literal["agent_end"] = "agent_end"
+    messages: list[Message] = Field(default_factory=list)
+
+
+class TurnStartEvent(WireModel):
+    type: Literal["turn_start"] = "turn_start"
+
+
+class TurnEndEvent(WireModel):
+    type: Literal["turn_end"] = "turn_end"
+    message: Message
+    tool_results: list[ToolResultMessage] = Field(default_factory=list)
+
+
+class MessageStartEvent(WireModel):
+    type: Literal["message_start"] = "message_start"
+    message: Message
+
+
+class MessageUpdateEvent(WireModel):
+    """A streaming delta. ``assistant_message_event`` is the provider event without its ``partial``
+    (deltas are cheap to ship); ``message`` is the partial message where the runtime has it."""
+
+    type: Literal["message_update"] = "message_update"
+    assistant_message_event: dict[str, Any]
+    message: AssistantMessage | None = None
+
+
+class MessageEndEvent(WireModel):
+    type: Literal["message_end"] = "message_end"
+    message: Message
+
+
+class ToolExecutionStartEvent(WireModel):
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+
+
+class ToolExecutionUpdateEvent(WireModel):
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    partial_result: Any = None
+
+
+class ToolExecutionEndEvent(WireModel):
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+    tool_call_id: str
+    tool_name: str
+    result: Any = None
+    is_error: bool = False
+
+
+class LlmRetryEvent(WireModel):
+    """A model call is being retried: discard the partial text streamed by the failed attempt."""
+
+    type: Literal["llm_retry"] = "llm_retry"
+    attempt: int
+    error_message: str | None = None
+
+
+AgentEvent = Annotated[
+    AgentStartEvent
+    | AgentEndEvent
+    | TurnStartEvent
+    | TurnEndEvent
+    | MessageStartEvent
+    | MessageUpdateEvent
+    | MessageEndEvent
+    | ToolExecutionStartEvent
+    | ToolExecutionUpdateEvent
+    | ToolExecutionEndEvent
+    | LlmRetryEvent,
+    Field(discriminator="type"),
+]
+AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+
+
+def delta_payload(event: StreamEvent) -> dict[str, Any]:
+    """The provider event without its partial message: what a ``message_update`` ships."""
+    return event.model_dump(mode="json", exclude={"partial"})
