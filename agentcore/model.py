@@ -55,7 +55,7 @@ class Model(WireModel):
     name: str = ""
     base_url: str | None = None
     reasoning: bool = False
-    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])
+    input: list[Literal["text", "image"]] = Field(default_factory=lambda: ["text"])  # type: ignore[arg-type]
     context_window: int = 128_000
     max_tokens: int = 16_384
     cost: ModelCost = Field(default_factory=ModelCost)

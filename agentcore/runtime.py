@@ -17,7 +17,7 @@ from pydantic import Field
 from .events import StreamEvent
 from .messages import Message, ToolCall, WireModel
 from .model import Model, ThinkingLevel
-from .tools import AgentToolResult, ToolSpec
+from .tools import AgentTool, AgentToolResult, ToolSpec
 
 
 class AbortSignal:
@@ -106,8 +106,9 @@ class Runtime(Protocol):
         ...
 
     async def run_tool(
-        self, tool: ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
+        self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
     ) -> AgentToolResult:
-        """Run one known tool call (prepare, validate, execute, timeout); failures come back as
+        """Run one known tool call (in-process an ``AgentTool``; in a workflow a ``ToolSpec`` whose
+        function lives on the worker) (prepare, validate, execute, timeout); failures come back as
         ``AgentToolResult(is_error=True)`` whose text names the SPEC-7.2 code. Never raises."""
         ...
