@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .agent import Agent
 from .errors import (
     AGENT_BUSY,
     AGENT_NOT_FOUND,
@@ -36,6 +37,8 @@ from .events import (
     TurnEndEvent,
     TurnStartEvent,
 )
+from .inprocess import InProcessRuntime
+from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, stream_assistant_response
 from .messages import (
     AgentMessage,
     AssistantMessage,
@@ -64,10 +67,13 @@ __all__ = [
     "TOOL_NOT_FOUND",
     "TOOL_NOT_SUPPORTED",
     "AbortSignal",
+    "Agent",
     "AgentBusyError",
+    "AgentContext",
     "AgentEndEvent",
     "AgentError",
     "AgentEvent",
+    "AgentLoopConfig",
     "AgentMessage",
     "AgentNotFoundError",
     "AgentOptions",
@@ -77,6 +83,7 @@ __all__ = [
     "AgentToolResult",
     "AssistantMessage",
     "ImageContent",
+    "InProcessRuntime",
     "InvalidMessageRoleError",
     "InvalidParametersError",
     "LlmContext",
@@ -111,4 +118,7 @@ __all__ = [
     "UsageCost",
     "UserMessage",
     "ValidationError",
+    "agent_loop",
+    "agent_loop_continue",
+    "stream_assistant_response",
 ]

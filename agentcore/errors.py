@@ -37,6 +37,10 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 RATE_LIMITED = "RATE_LIMITED"
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 SESSION_ERROR = "SESSION_ERROR"
+# Tool results that are failures without a SPEC-7.2 code of their own (see ``agentcore.tool_exec``).
+EXECUTION_ERROR = "EXECUTION_ERROR"  # execute raised
+INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"  # execute returned something other than AgentToolResult
+TOOL_CALL_TRUNCATED = "TOOL_CALL_TRUNCATED"  # the response hit the output token limit mid-call
 
 
 class AgentError(Exception):

@@ -1,0 +1,375 @@
+"""``Agent``: the stateful in-process facade over the loop (SPEC-6.1), pi's ``Agent`` in Python.
+
+It owns the transcript and the queues, runs ``agent_loop`` one run at a time, folds every event into
+its ``AgentState`` (the reducer below) and hands events to subscribers, awaited in order, before the
+next event is processed: a listener that is slow to persist a message holds the run back instead of
+racing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .errors import AgentBusyError, InvalidMessageRoleError, ValidationError
+from .events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    TurnEndEvent,
+)
+from .inprocess import InProcessRuntime
+from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
+from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
+from .model import Model, QueueMode, ThinkingLevel
+from .runtime import AbortSignal, StreamFn
+from .state import AgentOptions, AgentState
+from .tools import AgentTool, ToolSpec
+
+__all__ = ["Agent", "Listener"]
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[AgentEvent, AbortSignal], "None | Awaitable[None]"]
+PromptInput = str | Message | dict[str, Any] | Sequence[Message | dict[str, Any]]
+
+_BUSY = "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, or wait for it to finish."
+
+
+class Agent:
+    """An agent with a conversation. ``Agent(AgentOptions(...))`` or ``Agent(model=..., tools=[...])``."""
+
+    def __init__(self, options: AgentOptions | None = None, /, **fields: Any) -> None:
+        if options is None:
+            options = AgentOptions(**fields)
+        elif fields:
+            raise TypeError("pass either an AgentOptions or keyword fields, not both")
+        self._options = options
+        self._state = AgentState(
+            system_prompt=options.system_prompt,
+            model=options.model,
+            thinking_level=options.thinking_level,
+            tools=_in_process_tools(options.tools),
+            messages=list(options.messages),
+        )
+        self.steering_mode: QueueMode = options.steering_mode
+        self.follow_up_mode: QueueMode = options.follow_up_mode
+        self.tool_execution = options.tool_execution
+        self.stream_fn: StreamFn | None = options.stream_fn
+        self._runtime = InProcessRuntime(None)
+        self._listeners: list[Listener] = []
+        self._steering_queue: list[Message] = []
+        self._follow_up_queue: list[Message] = []
+        self._signal: AbortSignal | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # -------------------------------------------------------------------------------- state
+
+    def get_state(self) -> AgentState:
+        """A snapshot: changing it does not change the agent."""
+        return self._state.model_copy(
+            update={
+                "tools": list(self._state.tools),
+                "messages": list(self._state.messages),
+                "pending_tool_calls": set(self._state.pending_tool_calls),
+            }
+        )
+
+    @property
+    def is_streaming(self) -> bool:
+        return self._state.is_streaming
+
+    @property
+    def system_prompt(self) -> str:
+        return self._state.system_prompt
+
+    @system_prompt.setter
+    def system_prompt(self, value: str) -> None:
+        self._state.system_prompt = value
+
+    @property
+    def model(self) -> Model:
+        return self._state.model
+
+    @model.setter
+    def model(self, value: Model) -> None:
+        self._state.model = value
+
+    @property
+    def thinking_level(self) -> ThinkingLevel:
+        return self._state.thinking_level
+
+    @thinking_level.setter
+    def thinking_level(self, value: ThinkingLevel | str) -> None:
+        self._state.thinking_level = ThinkingLevel(value)
+
+    @property
+    def tools(self) -> list[AgentTool | ToolSpec]:
+        return list(self._state.tools)
+
+    @tools.setter
+    def tools(self, value: Sequence[AgentTool | ToolSpec]) -> None:
+        self._state.tools = _in_process_tools(value)
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._state.messages)
+
+    @messages.setter
+    def messages(self, value: Sequence[Message | dict[str, Any]]) -> None:
+        self._state.messages = [parse_message(message) for message in value]
+
+    # ----------------------------------------------------------------------------- commands
+
+    async def prompt(
+        self, input: PromptInput, images: Sequence[ImageContent | dict[str, Any]] | None = None
+    ) -> None:
+        """Start a run with new user input and return when it ends. Raises ``AgentBusyError`` if a
+        run is active (queue with ``steer``/``follow_up`` instead)."""
+        if self._state.is_streaming:
+            raise AgentBusyError(_BUSY)
+        await self._run(self._prompt_messages(input, images))
+
+    async def continue_(self) -> None:
+        """Continue from the transcript as it stands (pi's ``continue``).
+
+        After a user message or tool result the model answers it. After an assistant message there is
+        nothing to answer unless messages are queued: steering first, then follow-ups.
+        """
+        if self._state.is_streaming:
+            raise AgentBusyError(_BUSY)
+        if not self._state.messages:
+            raise InvalidMessageRoleError("No messages to continue from")
+        if self._state.messages[-1].role == "assistant":
+            queued = self._drain(self._steering_queue, self.steering_mode)
+            if queued:
+                # These steering messages are the prompt; polling steering again at once would
+                # pull the next queued one into the same turn, against one-at-a-time.
+                await self._run(queued, skip_initial_steering=True)
+                return
+            queued = self._drain(self._follow_up_queue, self.follow_up_mode)
+            if queued:
+                await self._run(queued)
+                return
+            raise InvalidMessageRoleError("Cannot continue from message role: assistant")
+        await self._run(None)
+
+    def steer(self, message: str | Message | dict[str, Any]) -> None:
+        """Queue a message for the running agent; it is delivered after the current turn's tools."""
+        self._steering_queue.append(self._queued_message(message))
+
+    def follow_up(self, message: str | Message | dict[str, Any]) -> None:
+        """Queue a message for when the agent would otherwise stop."""
+        self._follow_up_queue.append(self._queued_message(message))
+
+    def clear_steering_queue(self) -> None:
+        self._steering_queue.clear()
+
+    def clear_follow_up_queue(self) -> None:
+        self._follow_up_queue.clear()
+
+    def clear_all_queues(self) -> None:
+        self.clear_steering_queue()
+        self.clear_follow_up_queue()
+
+    def has_queued_messages(self) -> bool:
+        return bool(self._steering_queue or self._follow_up_queue)
+
+    def abort(self) -> None:
+        """Stop the active run: the model call ends with ``stop_reason="aborted"`` (partial text kept),
+        running tools get ``EXECUTION_ABORTED`` results."""
+        if self._signal is not None:
+            self._signal.abort()
+
+    async def wait_for_idle(self) -> None:
+        """Return once no run is active and every listener of its ``agent_end`` has finished."""
+        await self._idle.wait()
+
+    def reset(self) -> None:
+        """Forget the conversation, the queues and any error. Refused while a run is active."""
+        if self._state.is_streaming:
+            raise AgentBusyError(
+                "Cannot reset while the agent is running; abort() and wait_for_idle() first."
+            )
+        self._state.messages = []
+        self._state.streaming_message = None
+        self._state.pending_tool_calls = set()
+        self._state.error_message = None
+        self.clear_all_queues()
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event (sync or async; awaited in order).
+        Returns a function that unsubscribes."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # -------------------------------------------------------------------------------- a run
+
+    async def _run(self, prompts: list[Message] | None, *, skip_initial_steering: bool = False) -> None:
+        # Everything up to the first await happens synchronously, so two prompts racing in the same
+        # event loop cannot both pass the busy check.
+        signal = AbortSignal()
+        self._signal = signal
+        self._idle.clear()
+        state = self._state
+        state.is_streaming = True
+        state.streaming_message = None
+        state.error_message = None
+        skip_steering = [skip_initial_steering]
+
+        def steering() -> list[Message]:
+            if skip_steering[0]:
+                skip_steering[0] = False
+                return []
+            return self._drain(self._steering_queue, self.steering_mode)
+
+        def follow_ups() -> list[Message]:
+            return self._drain(self._follow_up_queue, self.follow_up_mode)
+
+        options = self._options
+        context = AgentContext(
+            system_prompt=state.system_prompt, messages=list(state.messages), tools=list(state.tools)
+        )
+        config = AgentLoopConfig(
+            model=state.model,
+            thinking_level=state.thinking_level,
+            tool_execution=self.tool_execution,
+            convert_to_llm=options.convert_to_llm,
+            transform_context=options.transform_context,
+            get_steering_messages=steering,
+            get_follow_up_messages=follow_ups,
+            get_api_key=options.get_api_key,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+            runtime=InProcessRuntime(self.stream_fn),
+        )
+        try:
+            if prompts is None:
+                events = agent_loop_continue(context, config, signal)
+            else:
+                events = agent_loop(prompts, context, config, signal)
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    await self._process(event, signal)
+        except Exception as exc:  # a hook or listener failed: end the run the way a provider failure does
+            logger.exception("agent run failed")
+            await self._fail_run(exc, signal)
+        finally:
+            state.is_streaming = False
+            state.streaming_message = None
+            state.pending_tool_calls = set()
+            self._signal = None
+            self._idle.set()
+
+    async def _fail_run(self, exc: Exception, signal: AbortSignal) -> None:
+        model = self._state.model
+        message = AssistantMessage(
+            content=[],
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted" if signal.aborted else "error",
+            error_message=str(exc) or type(exc).__name__,
+            timestamp=self._runtime.now_ms(),
+        )
+        for event in (
+            MessageStartEvent(message=message),
+            MessageEndEvent(message=message),
+            TurnEndEvent(message=message, tool_results=[]),
+            AgentEndEvent(messages=[message]),
+        ):
+            try:
+                await self._process(event, signal)
+            except Exception:
+                logger.exception("listener failed while reporting a failed run")
+
+    async def _process(self, event: AgentEvent, signal: AbortSignal) -> None:
+        self._reduce(event)
+        for listener in list(self._listeners):
+            result = listener(event, signal)
+            if inspect.isawaitable(result):
+                await result
+
+    def _reduce(self, event: AgentEvent) -> None:
+        state = self._state
+        if isinstance(event, AgentStartEvent):
+            state.is_streaming = True
+        elif isinstance(event, MessageStartEvent | MessageUpdateEvent):
+            if isinstance(event.message, AssistantMessage):
+                state.streaming_message = event.message
+        elif isinstance(event, MessageEndEvent):
+            state.streaming_message = None
+            state.messages.append(event.message)
+        elif isinstance(event, ToolExecutionStartEvent):
+            state.pending_tool_calls.add(event.tool_call_id)
+        elif isinstance(event, ToolExecutionEndEvent):
+            state.pending_tool_calls.discard(event.tool_call_id)
+        elif isinstance(event, TurnEndEvent):
+            if isinstance(event.message, AssistantMessage) and event.message.error_message:
+                state.error_message = event.message.error_message
+
+    # ------------------------------------------------------------------------------ helpers
+
+    def _drain(self, queue: list[Message], mode: QueueMode) -> list[Message]:
+        if not queue:
+            return []
+        if mode == QueueMode.ALL:
+            taken = list(queue)
+            queue.clear()
+            return taken
+        return [queue.pop(0)]
+
+    def _user_message(self, text: str, images: Sequence[ImageContent | dict[str, Any]] = ()) -> UserMessage:
+        content: list[Any] = [TextContent(text=text), *images] if text or not images else list(images)
+        return _as_user_message({"role": "user", "content": content, "timestamp": self._runtime.now_ms()})
+
+    def _queued_message(self, message: str | Message | dict[str, Any]) -> Message:
+        if isinstance(message, str):
+            return self._user_message(message)
+        return parse_message(message)
+
+    def _prompt_messages(
+        self, input: PromptInput, images: Sequence[ImageContent | dict[str, Any]] | None
+    ) -> list[Message]:
+        if isinstance(input, str):
+            return [self._user_message(input, images or ())]
+        if images:
+            raise TypeError("images go with a text prompt: prompt(text, images=[...])")
+        if isinstance(input, dict) or not isinstance(input, Sequence):
+            return [parse_message(input)]
+        messages = [parse_message(message) for message in input]
+        if not messages:
+            raise ValidationError("prompt: at least one message is required")
+        return messages
+
+
+def _as_user_message(value: dict[str, Any]) -> UserMessage:
+    message = parse_message(value)
+    assert isinstance(message, UserMessage)
+    return message
+
+
+def _in_process_tools(tools: Sequence[Any]) -> list[AgentTool | ToolSpec]:
+    checked: list[AgentTool | ToolSpec] = []
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, AgentTool | ToolSpec):
+            raise ValidationError(
+                f"tools.{index}: expected an AgentTool (a tool name like {tool!r} needs a durable runtime)"
+            )
+        checked.append(tool)
+    return checked

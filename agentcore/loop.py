@@ -1,0 +1,471 @@
+"""The agent loop (SPEC-6.2), pi's semantics, written once for both runtimes.
+
+Everything nondeterministic comes from ``config.runtime``: the clock (``now_ms``), model calls
+(``stream``) and tool calls (``run_tool``). Inside a Temporal workflow that runtime is backed by
+``workflow.now()`` and activities, so this module must stay replay-safe: no wall clock, no random ids,
+no threads, only asyncio primitives that the workflow's deterministic event loop schedules.
+
+One run::
+
+    agent_start, turn_start, (message_start, message_end) per prompt
+    repeat while the assistant calls tools or messages are pending:
+        [turn_start], pending steering/follow-up messages
+        message_start, message_update*, message_end            the assistant's response
+        tool_execution_start/update/end per call                 end events in completion order
+        (message_start, message_end) per tool result             in the order the model asked
+        turn_end(message, tool_results)
+        poll steering
+    poll follow-ups when the agent would otherwise stop
+    agent_end(new messages)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import EXECUTION_ERROR, TOOL_CALL_TRUNCATED, TOOL_NOT_FOUND, InvalidMessageRoleError
+from .events import (
+    AgentEndEvent,
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    ToolExecutionUpdateEvent,
+    TurnEndEvent,
+    TurnStartEvent,
+    delta_payload,
+)
+from .inprocess import InProcessRuntime
+from .messages import (
+    AssistantContent,
+    AssistantMessage,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+)
+from .model import Model, ThinkingLevel, ToolExecutionMode
+from .runtime import AbortSignal, LlmContext, Runtime, StreamFn, StreamOptions
+from .state import MAX_CONCURRENT_TOOL_CALLS, ConvertToLlm, GetApiKey, TransformContext
+from .tool_exec import aborted_result, error_result
+from .tools import AgentTool, AgentToolResult, ToolSpec
+
+__all__ = [
+    "AgentContext",
+    "AgentLoopConfig",
+    "agent_loop",
+    "agent_loop_continue",
+    "default_convert_to_llm",
+    "stream_assistant_response",
+]
+
+GetMessages = Callable[[], "Sequence[Message] | Awaitable[Sequence[Message]]"]
+ShouldStopAfterTurn = Callable[[AssistantMessage, list[ToolResultMessage]], "bool | Awaitable[bool]"]
+Emit = Callable[[AgentEvent], "None | Awaitable[None]"]
+
+_T = TypeVar("_T")
+_LLM_ROLES = frozenset({"user", "assistant", "toolResult"})
+
+
+@dataclass
+class AgentContext:
+    """What a run starts from. The loop works on a copy of ``messages``; the caller learns about new
+    messages from the events (``message_end``) or from ``agent_end.messages``."""
+
+    system_prompt: str = ""
+    messages: list[Message] = field(default_factory=list)
+    tools: list[AgentTool | ToolSpec] = field(default_factory=list)
+
+
+@dataclass
+class AgentLoopConfig:
+    """How a run calls the model and schedules tools, plus pi's hooks (sync or async callables)."""
+
+    model: Model
+    thinking_level: ThinkingLevel = ThinkingLevel.OFF
+    tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
+    # Both run before every model call: transform_context(messages, signal) on agent messages (prune,
+    # inject), then convert_to_llm(messages) down to what the provider understands.
+    convert_to_llm: ConvertToLlm | None = None
+    transform_context: TransformContext | None = None
+    # Queue drains: polled at the start and after each turn (steering), and when the agent would
+    # stop (follow-ups). One-at-a-time vs all is the caller's policy.
+    get_steering_messages: GetMessages | None = None
+    get_follow_up_messages: GetMessages | None = None
+    runtime: Runtime | None = None
+    get_api_key: GetApiKey | None = None
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    session_id: str | None = None
+    max_concurrent_tools: int = MAX_CONCURRENT_TOOL_CALLS
+    should_stop_after_turn: ShouldStopAfterTurn | None = None
+
+
+def default_convert_to_llm(messages: list[Message]) -> list[Message]:
+    """Keep what a model understands: user, assistant and tool result messages."""
+    return [message for message in messages if message.role in _LLM_ROLES]
+
+
+def agent_loop(
+    prompts: Sequence[Message],
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run the agent on new ``prompts`` after ``context``; yields every event of the run.
+
+    ``stream_fn`` is used only when ``config.runtime`` is None (then an ``InProcessRuntime`` runs it).
+    """
+    return _Run(context, config, signal, stream_fn).events(list(prompts))
+
+
+def agent_loop_continue(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run the agent from ``context`` as it stands (after a tool result, or a user message already in it).
+
+    Raises ``InvalidMessageRoleError`` at once (not on first iteration) when there is nothing to
+    answer: an empty context, or one that ends with an assistant message.
+    """
+    if not context.messages:
+        raise InvalidMessageRoleError("Cannot continue: no messages in context")
+    if context.messages[-1].role == "assistant":
+        raise InvalidMessageRoleError("Cannot continue from message role: assistant")
+    return _Run(context, config, signal, stream_fn).events(None)
+
+
+async def stream_assistant_response(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    emit: Emit | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AssistantMessage:
+    """One model call: ``emit`` gets message_start/update/end; the final message is appended to
+    ``context.messages`` and returned. Never raises for provider failures (see the run docs)."""
+    run = _Run(context, config, signal, stream_fn)
+    final: AssistantMessage | None = None
+    async for event in run.stream_response():
+        if emit is not None:
+            await _maybe_await(emit(event))
+        if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+            final = event.message
+    assert final is not None  # stream_response always ends with message_end
+    context.messages.append(final)
+    return final
+
+
+async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@dataclass
+class _Batch:
+    results: list[ToolResultMessage] = field(default_factory=list)
+    terminate: bool = False
+
+
+class _Run:
+    """One run's mutable state. Not reused across runs."""
+
+    def __init__(
+        self,
+        context: AgentContext,
+        config: AgentLoopConfig,
+        signal: AbortSignal | None,
+        stream_fn: StreamFn | None,
+    ) -> None:
+        self.config = config
+        self.runtime: Runtime = config.runtime if config.runtime is not None else InProcessRuntime(stream_fn)
+        self.signal = signal if signal is not None else AbortSignal()
+        self.system_prompt = context.system_prompt
+        self.messages: list[Message] = list(context.messages)
+        self.tools = list(context.tools)
+        self.new_messages: list[Message] = []
+        self._tool_specs: list[ToolSpec] | None = None
+
+    # ------------------------------------------------------------------------------------- turns
+
+    async def events(self, prompts: list[Message] | None) -> AsyncGenerator[AgentEvent, None]:
+        yield AgentStartEvent()
+        yield TurnStartEvent()
+        for prompt in prompts or ():
+            for event in self._add_message(prompt):
+                yield event
+        async for event in self._turns():
+            yield event
+
+    def _add_message(self, message: Message) -> tuple[AgentEvent, AgentEvent]:
+        self.messages.append(message)
+        self.new_messages.append(message)
+        return MessageStartEvent(message=message), MessageEndEvent(message=message)
+
+    async def _turns(self) -> AsyncIterator[AgentEvent]:
+        first_turn = True
+        pending = await self._poll(self.config.get_steering_messages)
+        while True:
+            has_more_tool_calls = True
+            while has_more_tool_calls or pending:
+                if first_turn:
+                    first_turn = False
+                else:
+                    yield TurnStartEvent()
+                for message in pending:
+                    for event in self._add_message(message):
+                        yield event
+                pending = []
+
+                assistant: AssistantMessage | None = None
+                async for event in self.stream_response():
+                    yield event
+                    if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+                        assistant = event.message
+                assert assistant is not None
+                self.messages.append(assistant)
+                self.new_messages.append(assistant)
+
+                if assistant.stop_reason in ("error", "aborted"):
+                    yield TurnEndEvent(message=assistant, tool_results=[])
+                    yield AgentEndEvent(messages=self.new_messages)
+                    return
+
+                batch = _Batch()
+                has_more_tool_calls = bool(assistant.tool_calls)
+                if has_more_tool_calls:
+                    async for event in self._tool_batch(assistant, batch):
+                        yield event
+                    self.messages.extend(batch.results)
+                    self.new_messages.extend(batch.results)
+                    has_more_tool_calls = not batch.terminate
+                yield TurnEndEvent(message=assistant, tool_results=batch.results)
+
+                stop = self.config.should_stop_after_turn
+                if stop is not None and await _maybe_await(stop(assistant, batch.results)):
+                    yield AgentEndEvent(messages=self.new_messages)
+                    return
+                pending = await self._poll(self.config.get_steering_messages)
+
+            pending = await self._poll(self.config.get_follow_up_messages)
+            if not pending:
+                break
+        yield AgentEndEvent(messages=self.new_messages)
+
+    async def _poll(self, getter: GetMessages | None) -> list[Message]:
+        if getter is None:
+            return []
+        return list(await _maybe_await(getter()) or ())
+
+    # ------------------------------------------------------------------------------ model calls
+
+    async def stream_response(self) -> AsyncIterator[AgentEvent]:
+        """message_start, message_update*, message_end for one model call; the last event is always
+        a ``message_end`` carrying the final ``AssistantMessage``."""
+        started = False
+        partial: AssistantMessage | None = None
+        final: AssistantMessage | None = None
+        stream: AsyncIterator[Any] | None = None
+        try:
+            context = await self._llm_context()
+            options = StreamOptions(
+                thinking_level=self.config.thinking_level,
+                api_key=await self._api_key(),
+                max_tokens=self.config.max_tokens,
+                temperature=self.config.temperature,
+                session_id=self.config.session_id,
+                signal=self.signal,
+            )
+            stream = self.runtime.stream(self.config.model, context, options)
+            async for event in stream:
+                if final is not None:
+                    continue  # nothing may follow done/error; drain so the provider finishes cleanly
+                if event.type == "done":
+                    final = event.message
+                elif event.type == "error":
+                    final = event.error
+                    if final.stop_reason not in ("error", "aborted"):
+                        final = final.model_copy(update={"stop_reason": event.reason})
+                else:
+                    partial = event.partial
+                    if not started:
+                        started = True
+                        yield MessageStartEvent(message=event.partial)
+                    if event.type != "start":
+                        yield MessageUpdateEvent(
+                            assistant_message_event=delta_payload(event), message=event.partial
+                        )
+            if final is None:
+                final = self._failure("the model stream ended without a done or error event", partial)
+        except Exception as exc:
+            final = self._failure(str(exc) or type(exc).__name__, partial)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if final is None and aclose is not None:  # the consumer stopped early: let the provider clean up
+                await aclose()
+        if not started:
+            yield MessageStartEvent(message=final)
+        yield MessageEndEvent(message=final)
+
+    def _failure(self, error_message: str, partial: AssistantMessage | None) -> AssistantMessage:
+        """pi's synthetic message for a stream that broke its never-raise contract. Streamed text and
+        thinking are kept (the user saw them); a half-streamed tool call is not."""
+        kept: list[AssistantContent] = []
+        if partial is not None:
+            kept = [block for block in partial.content if isinstance(block, TextContent | ThinkingContent)]
+        model = self.config.model
+        return AssistantMessage(
+            content=kept,
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            stop_reason="aborted" if self.signal.aborted else "error",
+            error_message=error_message,
+            timestamp=self.runtime.now_ms(),
+        )
+
+    async def _llm_context(self) -> LlmContext:
+        messages = self.messages
+        if self.config.transform_context is not None:
+            messages = list(await _maybe_await(self.config.transform_context(list(messages), self.signal)))
+        convert = self.config.convert_to_llm or default_convert_to_llm
+        llm_messages = list(await _maybe_await(convert(messages)))
+        if self._tool_specs is None:
+            self._tool_specs = [tool.spec() if isinstance(tool, AgentTool) else tool for tool in self.tools]
+        # model_construct: the messages are validated already; re-validating the whole transcript on
+        # every turn would make each turn cost O(conversation).
+        return LlmContext.model_construct(
+            system_prompt=self.system_prompt, messages=llm_messages, tools=list(self._tool_specs)
+        )
+
+    async def _api_key(self) -> str | None:
+        if self.config.get_api_key is not None:
+            key = await _maybe_await(self.config.get_api_key(self.config.model.provider))
+            if key:
+                return key
+        return self.config.api_key
+
+    # ------------------------------------------------------------------------------------ tools
+
+    async def _tool_batch(self, assistant: AssistantMessage, batch: _Batch) -> AsyncIterator[AgentEvent]:
+        calls = assistant.tool_calls
+        tools = {tool.name: tool for tool in self.tools}
+        sequential = self.config.tool_execution == ToolExecutionMode.SEQUENTIAL or any(
+            (tool := tools.get(call.name)) is not None and tool.execution_mode == ToolExecutionMode.SEQUENTIAL
+            for call in calls
+        )
+        # Events come from concurrently running calls; one queue keeps them in the order they happened
+        # (so tool_execution_end follows completion order), and None marks the end of the batch.
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        outcomes: list[tuple[AgentToolResult, int] | None] = [None] * len(calls)
+        truncated = assistant.stop_reason == "length"
+        gate = asyncio.Semaphore(max(1, self.config.max_concurrent_tools))
+
+        async def run_call(index: int, call: ToolCall) -> None:
+            queue.put_nowait(
+                ToolExecutionStartEvent(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+            )
+            result = await self._execute_call(call, tools.get(call.name), truncated, queue)
+            outcomes[index] = (result, self.runtime.now_ms())
+            queue.put_nowait(
+                ToolExecutionEndEvent(
+                    tool_call_id=call.id, tool_name=call.name, result=result, is_error=result.is_error
+                )
+            )
+
+        async def gated(index: int, call: ToolCall) -> None:
+            async with gate:
+                await run_call(index, call)
+
+        async def run_all() -> None:
+            try:
+                if sequential:
+                    for index, call in enumerate(calls):
+                        await run_call(index, call)
+                else:
+                    await asyncio.gather(*(gated(index, call) for index, call in enumerate(calls)))
+            finally:
+                queue.put_nowait(None)
+
+        runner = asyncio.ensure_future(run_all())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await runner  # surfaces a bug in this module instead of hiding it behind missing results
+        finally:
+            if not runner.done():
+                runner.cancel()
+
+        for call, outcome in zip(calls, outcomes, strict=True):
+            assert outcome is not None
+            result, finished_at = outcome
+            message = ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=result.content,
+                details=result.details,
+                usage=result.usage,
+                added_tool_names=result.added_tool_names,
+                is_error=result.is_error,
+                timestamp=finished_at,
+            )
+            batch.results.append(message)
+            for event in (MessageStartEvent(message=message), MessageEndEvent(message=message)):
+                yield event
+        batch.terminate = all(outcome is not None and outcome[0].terminate for outcome in outcomes)
+
+    async def _execute_call(
+        self,
+        call: ToolCall,
+        tool: AgentTool | ToolSpec | None,
+        truncated: bool,
+        queue: asyncio.Queue[AgentEvent | None],
+    ) -> AgentToolResult:
+        if truncated:
+            return error_result(
+                TOOL_CALL_TRUNCATED,
+                f'Tool call "{call.name}" was not executed: the response hit the output token limit, so '
+                "its arguments may be incomplete. Make the call again with shorter arguments, or split the work.",
+            )
+        if tool is None:
+            available = ", ".join(sorted(t.name for t in self.tools)) or "none"
+            return error_result(
+                TOOL_NOT_FOUND,
+                f'Tool "{call.name}" not found. Available tools: {available}.',
+                tool_name=call.name,
+            )
+        if self.signal.aborted:
+            return aborted_result(call.name)
+
+        settled = False
+
+        def on_update(partial: AgentToolResult) -> None:
+            if not settled:
+                queue.put_nowait(
+                    ToolExecutionUpdateEvent(
+                        tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
+                    )
+                )
+
+        # The runtime honours the signal itself (the in-process pipeline races it; the Temporal
+        # runtime cancels the activity and waits for its answer), so the loop simply awaits it.
+        try:
+            result = await self.runtime.run_tool(tool, call, self.signal, on_update)
+        except Exception as exc:  # a runtime broke its never-raise contract; the run must go on
+            result = error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {exc}')
+        finally:
+            settled = True
+        return result
