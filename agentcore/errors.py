@@ -13,6 +13,20 @@ with ``is_error=True``. Only misuse raises::
     ├── ValidationError             VALIDATION_ERROR: a value breaks a SPEC-8 rule (names the field)
     ├── RateLimitError              RATE_LIMITED: over a SPEC-9 limit; nothing was accepted
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
+        ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
+        ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
+        ├── SessionCorruptError         SESSION_CORRUPT: a complete line that is not a valid entry
+        │   └── SessionEncodingError    SESSION_BAD_ENCODING: a line that is not UTF-8
+        ├── NotASessionError            SESSION_NOT_A_SESSION: the first line is not a session header
+        ├── SessionVersionError         SESSION_UNSUPPORTED_VERSION: a format version we cannot read/write
+        ├── SessionLockedError          SESSION_LOCKED: another writer holds the file
+        ├── SessionClosedError          SESSION_CLOSED: the storage was closed, or opened read-only
+        ├── UnknownEntryTypeError       SESSION_UNKNOWN_ENTRY_TYPE: not one of the ten entry types
+        ├── InvalidEntryError           SESSION_INVALID_ENTRY: an entry whose fields fail validation
+        ├── InvalidParentError          SESSION_INVALID_PARENT: a parent (or leaf target) that is not there
+        ├── EntryNotFoundError          SESSION_ENTRY_NOT_FOUND: a query names an entry id that is not there
+        ├── InvalidSessionIdError       SESSION_INVALID_ID: a session id outside ``[A-Za-z0-9._-]``
+        └── PathOutsideRootError        SESSION_PATH_OUTSIDE_ROOT: ``..``, absolute paths, symlinks
 
 The codes double as Temporal ``ApplicationError.type`` so the client can map a refused update back
 to the same class (``AgentError.from_code``).
@@ -37,6 +51,20 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 RATE_LIMITED = "RATE_LIMITED"
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 SESSION_ERROR = "SESSION_ERROR"
+SESSION_EXISTS = "SESSION_EXISTS"
+SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
+SESSION_CORRUPT = "SESSION_CORRUPT"
+SESSION_BAD_ENCODING = "SESSION_BAD_ENCODING"
+SESSION_NOT_A_SESSION = "SESSION_NOT_A_SESSION"
+SESSION_UNSUPPORTED_VERSION = "SESSION_UNSUPPORTED_VERSION"
+SESSION_LOCKED = "SESSION_LOCKED"
+SESSION_CLOSED = "SESSION_CLOSED"
+SESSION_UNKNOWN_ENTRY_TYPE = "SESSION_UNKNOWN_ENTRY_TYPE"
+SESSION_INVALID_ENTRY = "SESSION_INVALID_ENTRY"
+SESSION_INVALID_PARENT = "SESSION_INVALID_PARENT"
+SESSION_INVALID_ID = "SESSION_INVALID_ID"
+SESSION_ENTRY_NOT_FOUND = "SESSION_ENTRY_NOT_FOUND"
+SESSION_PATH_OUTSIDE_ROOT = "SESSION_PATH_OUTSIDE_ROOT"
 # Tool results that are failures without a SPEC-7.2 code of their own (see ``agentcore.tool_exec``).
 EXECUTION_ERROR = "EXECUTION_ERROR"  # execute raised
 INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"  # execute returned something other than AgentToolResult
@@ -98,6 +126,72 @@ class SessionError(AgentError):
     code = SESSION_ERROR
 
 
+class SessionExistsError(SessionError):
+    code = SESSION_EXISTS
+
+
+class SessionNotFoundError(SessionError):
+    code = SESSION_NOT_FOUND
+
+
+class SessionCorruptError(SessionError):
+    """A complete line of a session file that cannot be read. ``line_number`` is 1-based."""
+
+    code = SESSION_CORRUPT
+
+    def __init__(self, message: str, *, line_number: int | None = None, code: str | None = None) -> None:
+        if line_number is not None:
+            message = f"line {line_number}: {message}"
+        super().__init__(message, code=code)
+        self.line_number = line_number
+
+
+class SessionEncodingError(SessionCorruptError):
+    code = SESSION_BAD_ENCODING
+
+
+class NotASessionError(SessionError):
+    code = SESSION_NOT_A_SESSION
+
+
+class SessionVersionError(SessionError):
+    code = SESSION_UNSUPPORTED_VERSION
+
+
+class SessionLockedError(SessionError):
+    code = SESSION_LOCKED
+
+
+class SessionClosedError(SessionError):
+    code = SESSION_CLOSED
+
+
+class UnknownEntryTypeError(SessionCorruptError):
+    """Raised on append (no line number) and on read (with the line number)."""
+
+    code = SESSION_UNKNOWN_ENTRY_TYPE
+
+
+class InvalidEntryError(SessionCorruptError):
+    code = SESSION_INVALID_ENTRY
+
+
+class InvalidParentError(SessionCorruptError):
+    code = SESSION_INVALID_PARENT
+
+
+class EntryNotFoundError(SessionError):
+    code = SESSION_ENTRY_NOT_FOUND
+
+
+class InvalidSessionIdError(SessionError):
+    code = SESSION_INVALID_ID
+
+
+class PathOutsideRootError(SessionError):
+    code = SESSION_PATH_OUTSIDE_ROOT
+
+
 _BY_CODE: dict[str, type[AgentError]] = {
     cls.code: cls
     for cls in (
@@ -109,5 +203,19 @@ _BY_CODE: dict[str, type[AgentError]] = {
         ValidationError,
         RateLimitError,
         SessionError,
+        SessionExistsError,
+        SessionNotFoundError,
+        SessionCorruptError,
+        SessionEncodingError,
+        NotASessionError,
+        SessionVersionError,
+        SessionLockedError,
+        SessionClosedError,
+        UnknownEntryTypeError,
+        InvalidEntryError,
+        InvalidParentError,
+        EntryNotFoundError,
+        InvalidSessionIdError,
+        PathOutsideRootError,
     )
 }
