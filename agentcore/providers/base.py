@@ -1,0 +1,494 @@
+"""What both providers share: the partial-message builder, the HTTP/SSE driver and message clean-up.
+
+A provider module only knows its protocol: how to turn our context into a request body, and how to
+turn each SSE event into builder calls. Everything else is here, written once:
+
+* ``PartialMessageBuilder`` owns the ``AssistantMessage`` under construction and emits the
+  ``StreamEvent``s (``text_start``/``delta``/``end``, ``thinking_*``, ``toolcall_*``, ``done``,
+  ``error``). Tool arguments are re-parsed leniently on every delta and strictly at the end.
+* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient``, reads the body in a producer task,
+  parses SSE, and guarantees the contract: the stream never raises, it ends with exactly one ``done``
+  or ``error`` event, and an abort closes the HTTP stream at once while keeping the partial content.
+* ``normalize_messages`` repairs a transcript so any provider accepts it (drops failed turns, answers
+  orphaned tool calls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+import httpx
+import orjson
+
+from ..events import (
+    StreamDone,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextEnd,
+    TextStart,
+    ThinkingDelta,
+    ThinkingEnd,
+    ThinkingStart,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+)
+from ..messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from ..model import Model
+from ..runtime import AbortSignal, StreamOptions
+from .catalog import calculate_cost
+from .errors import ProviderFailure, classify_http_status, redact
+from .keys import env_var_for, resolve_api_key
+from .partial_json import parse_final_arguments, parse_partial_json
+from .sse import SseEvent, SseParser
+
+logger = logging.getLogger("agentcore.providers")
+
+ABORTED_MESSAGE = "Request was aborted"
+# Connect fails fast; reads may legitimately pause for minutes while a model thinks.
+HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+_MAX_ERROR_BODY_BYTES = 64 * 1024
+
+BlockKind = Literal["text", "thinking", "toolCall"]
+
+
+# ------------------------------------------------------------------------------------------ builder
+
+
+class PartialMessageBuilder:
+    """Builds one ``AssistantMessage`` from protocol deltas and emits the matching ``StreamEvent``s.
+
+    Content indexes are positions in ``message.content``. Every event carries ``partial``, the message
+    itself (a reference, so building it costs nothing per delta).
+    """
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.message = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, timestamp=int(time.time() * 1000)
+        )
+        self._open: dict[int, BlockKind] = {}
+        self._raw_arguments: dict[int, str] = {}
+
+    def start(self) -> StreamStart:
+        return StreamStart(partial=self.message)
+
+    def is_open(self, index: int) -> bool:
+        return index in self._open
+
+    # -- opening blocks
+
+    def open_text(self) -> tuple[int, StreamEvent]:
+        index = self._append(TextContent(text=""), "text")
+        return index, TextStart(content_index=index, partial=self.message)
+
+    def open_thinking(
+        self, *, signature: str | None = None, redacted: bool = False
+    ) -> tuple[int, StreamEvent]:
+        block = ThinkingContent(thinking="", thinking_signature=signature, redacted=redacted)
+        index = self._append(block, "thinking")
+        return index, ThinkingStart(content_index=index, partial=self.message)
+
+    def open_tool_call(self, call_id: str, name: str) -> tuple[int, StreamEvent]:
+        index = self._append(ToolCall(id=call_id, name=name), "toolCall")
+        self._raw_arguments[index] = ""
+        return index, ToolCallStart(content_index=index, partial=self.message)
+
+    def _append(self, block: TextContent | ThinkingContent | ToolCall, kind: BlockKind) -> int:
+        self.message.content.append(block)
+        index = len(self.message.content) - 1
+        self._open[index] = kind
+        return index
+
+    # -- deltas
+
+    def text(self, index: int, delta: str) -> TextDelta:
+        block = self.message.content[index]
+        assert isinstance(block, TextContent)
+        block.text += delta
+        return TextDelta(content_index=index, delta=delta, partial=self.message)
+
+    def thinking(self, index: int, delta: str) -> ThinkingDelta:
+        block = self.message.content[index]
+        assert isinstance(block, ThinkingContent)
+        block.thinking += delta
+        return ThinkingDelta(content_index=index, delta=delta, partial=self.message)
+
+    def thinking_signature(self, index: int, signature: str) -> None:
+        block = self.message.content[index]
+        assert isinstance(block, ThinkingContent)
+        block.thinking_signature = (block.thinking_signature or "") + signature
+
+    def tool_arguments(self, index: int, delta: str) -> ToolCallDelta:
+        block = self.message.content[index]
+        assert isinstance(block, ToolCall)
+        raw = self._raw_arguments.get(index, "") + delta
+        self._raw_arguments[index] = raw
+        block.arguments = parse_partial_json(raw)
+        return ToolCallDelta(content_index=index, delta=delta, partial=self.message)
+
+    def tool_identity(self, index: int, *, call_id: str | None = None, name: str | None = None) -> None:
+        """Fill in an id or name that arrived after the call opened (some compatible servers)."""
+        block = self.message.content[index]
+        assert isinstance(block, ToolCall)
+        if call_id and not block.id:
+            block.id = call_id
+        if name and not block.name:
+            block.name = name
+
+    # -- closing
+
+    def close(self, index: int) -> StreamEvent | None:
+        """End a block; returns its end event (None when it was not open)."""
+        kind = self._open.pop(index, None)
+        block = self.message.content[index]
+        if kind == "text" and isinstance(block, TextContent):
+            return TextEnd(content_index=index, content=block.text, partial=self.message)
+        if kind == "thinking" and isinstance(block, ThinkingContent):
+            return ThinkingEnd(content_index=index, content=block.thinking, partial=self.message)
+        if kind == "toolCall" and isinstance(block, ToolCall):
+            # Strict parse: a tool runs only on arguments the model actually finished.
+            block.arguments = parse_final_arguments(self._raw_arguments.get(index, ""))
+            return ToolCallEnd(content_index=index, tool_call=block, partial=self.message)
+        return None
+
+    def close_all(self) -> list[StreamEvent]:
+        return [event for index in sorted(self._open) if (event := self.close(index)) is not None]
+
+    def set_usage(self, usage: Usage) -> None:
+        self.message.usage = calculate_cost(self.model, usage)
+
+    def done(self, stop_reason: Literal["stop", "length", "toolUse"]) -> list[StreamEvent]:
+        events = self.close_all()
+        # Some compatible servers (Ollama) report "stop" for a turn that called tools; the loop
+        # decides whether to run tools from the stop reason, so trust the content.
+        if stop_reason == "stop" and self.message.tool_calls:
+            stop_reason = "toolUse"
+        self.message.stop_reason = stop_reason
+        events.append(StreamDone(reason=stop_reason, message=self.message))
+        return events
+
+    def failed(self, failure: ProviderFailure, api_key: str | None) -> StreamError:
+        self.close_all()  # finalise partial blocks (tool arguments) without emitting end events
+        self.message.stop_reason = "error"
+        self.message.error_message = redact(failure.describe(), api_key)
+        return StreamError(
+            reason="error",
+            error=self.message,
+            retryable=failure.retryable,
+            retry_after_seconds=failure.retry_after_seconds,
+            status_code=failure.status_code,
+        )
+
+    def aborted(self) -> StreamError:
+        self.close_all()
+        self.message.stop_reason = "aborted"
+        self.message.error_message = ABORTED_MESSAGE
+        return StreamError(reason="aborted", error=self.message)
+
+
+# ------------------------------------------------------------------------------------------- driver
+
+
+class SseHandler(Protocol):
+    """The protocol half of a provider: SSE events in, builder calls and stream events out."""
+
+    builder: PartialMessageBuilder
+    #: Set once the protocol's terminator ([DONE], message_stop) has been handled.
+    finished: bool
+
+    def on_event(self, event: SseEvent) -> list[StreamEvent]:
+        """May raise ``ProviderFailure`` (an error event inside the stream)."""
+        ...
+
+    def on_end_of_stream(self) -> list[StreamEvent]:
+        """The body ended before the terminator: finish (ending with ``done``) or raise ``ProviderFailure``."""
+        ...
+
+
+@dataclass
+class HttpRequest:
+    url: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_client() -> httpx.AsyncClient:
+    """One client per event loop: keep-alive connections save a TLS handshake on every model call.
+
+    A client's connections belong to the loop that opened them, hence one per loop (tests, Temporal
+    workers and the in-process agent may each run their own loop)."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None or client.is_closed:
+        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT)
+        _clients[loop] = client
+    return client
+
+
+async def aclose_shared_client() -> None:
+    """Close this loop's shared client (call before the loop ends to release its sockets)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
+class _Sentinel:
+    pass
+
+
+_END = _Sentinel()
+_ABORTED = _Sentinel()
+_QueueItem = list[SseEvent] | ProviderFailure | _Sentinel
+
+
+async def stream_sse_provider(
+    model: Model,
+    options: StreamOptions,
+    make_handler: Callable[[PartialMessageBuilder], SseHandler],
+    make_request: Callable[[str | None], HttpRequest],
+) -> AsyncIterator[StreamEvent]:
+    """A provider's whole ``StreamFn``: resolve the key, build the request, drive the stream."""
+    builder = PartialMessageBuilder(model)
+    api_key = await resolve_api_key(model.provider, options.api_key)
+
+    def build_request() -> HttpRequest:
+        # Only the vendor's own endpoint certainly needs a key; local servers usually take none.
+        if not api_key and model.base_url is None:
+            hint = f"set {env_var_for(model.provider)} or pass StreamOptions.api_key"
+            raise ProviderFailure(model.provider, f"no API key ({hint})", retryable=False, kind="config")
+        return make_request(api_key)
+
+    async for event in drive_sse(builder, make_handler(builder), build_request, options, api_key):
+        yield event
+
+
+async def drive_sse(
+    builder: PartialMessageBuilder,
+    handler: SseHandler,
+    build_request: Callable[[], HttpRequest],
+    options: StreamOptions,
+    api_key: str | None,
+) -> AsyncIterator[StreamEvent]:
+    """Run one streaming request to its single final event. Never raises (except cancellation)."""
+    provider = builder.model.provider
+    signal: AbortSignal | None = options.signal
+    yield builder.start()
+    if signal is not None and signal.aborted:
+        yield builder.aborted()
+        return
+    try:
+        request = build_request()
+    except ProviderFailure as failure:
+        yield builder.failed(failure, api_key)
+        return
+    except Exception as exc:  # a bug in request building must still end the stream properly
+        logger.exception("building the %s request failed", provider)
+        yield builder.failed(
+            ProviderFailure(provider, f"could not build request: {exc}", retryable=False, kind="config"),
+            api_key,
+        )
+        return
+
+    queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
+    producer = asyncio.create_task(_produce(request, provider, queue))
+
+    def on_abort() -> None:
+        # Wake the consumer at once and tear the connection down; don't wait for the next chunk.
+        producer.cancel()
+        queue.put_nowait(_ABORTED)
+
+    remove_listener = signal.add_listener(on_abort) if signal is not None else None
+    try:
+        while True:
+            item = await queue.get()
+            if item is _ABORTED or (signal is not None and signal.aborted):
+                await _settle(producer)
+                yield builder.aborted()
+                return
+            if isinstance(item, ProviderFailure):
+                yield builder.failed(item, api_key)
+                return
+            try:
+                if isinstance(item, list):
+                    for sse in item:
+                        for event in handler.on_event(sse):
+                            yield event
+                        if handler.finished:
+                            return
+                        if signal is not None and signal.aborted:
+                            break  # the abort sentinel is already queued
+                else:  # _END: the body ended without the protocol's terminator
+                    for event in handler.on_end_of_stream():
+                        yield event
+                    return
+            except ProviderFailure as failure:
+                yield builder.failed(failure, api_key)
+                return
+            except Exception as exc:
+                logger.exception("parsing the %s stream failed", provider)
+                garbled = ProviderFailure(
+                    provider, f"could not parse stream: {exc}", retryable=False, kind="stream"
+                )
+                yield builder.failed(garbled, api_key)
+                return
+    finally:
+        if remove_listener is not None:
+            remove_listener()
+        if not producer.done():
+            producer.cancel()
+            await _settle(producer)
+
+
+async def _settle(task: asyncio.Task[None]) -> None:
+    """Wait for a cancelled producer to finish closing its connection."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # our own caller is being cancelled: let that proceed
+
+
+async def _produce(request: HttpRequest, provider: str, queue: asyncio.Queue[_QueueItem]) -> None:
+    client = shared_client()
+    try:
+        async with client.stream(
+            "POST", request.url, content=orjson.dumps(request.body), headers=request.headers
+        ) as response:
+            logger.debug("%s responded %s to POST %s", provider, response.status_code, request.url)
+            if response.status_code >= 300:
+                body = await _read_limited(response)
+                retryable, delay, text = classify_http_status(response.status_code, body, response.headers)
+                queue.put_nowait(
+                    ProviderFailure(
+                        provider,
+                        text,
+                        retryable=retryable,
+                        status_code=response.status_code,
+                        retry_after_seconds=delay,
+                    )
+                )
+                return
+            parser = SseParser()
+            async for chunk in response.aiter_bytes():
+                events = parser.feed(chunk)
+                if events:
+                    queue.put_nowait(events)
+            tail = parser.finish()
+            if tail:
+                queue.put_nowait(tail)
+            queue.put_nowait(_END)
+    except httpx.TimeoutException as exc:
+        queue.put_nowait(
+            ProviderFailure(provider, f"timed out ({type(exc).__name__})", retryable=True, kind="connection")
+        )
+    except httpx.TransportError as exc:
+        # Connection refused, reset, or dropped mid-body: the request may well succeed next time.
+        detail = str(exc) or type(exc).__name__
+        queue.put_nowait(ProviderFailure(provider, detail, retryable=True, kind="connection"))
+    except httpx.HTTPError as exc:
+        queue.put_nowait(
+            ProviderFailure(provider, str(exc) or type(exc).__name__, retryable=False, kind="connection")
+        )
+
+
+async def _read_limited(response: httpx.Response) -> bytes:
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) >= _MAX_ERROR_BODY_BYTES:
+            break
+    return bytes(body)
+
+
+# ------------------------------------------------------------------------------------ transcripts
+
+NO_RESULT_TEXT = "No result provided"
+
+
+def normalize_messages(messages: list[Message], model: Model) -> list[Message]:
+    """A transcript every provider accepts.
+
+    * Failed or aborted assistant turns are dropped: their partial content may end mid tool call, and
+      the provider never produced them as a whole.
+    * A tool result whose call is gone (dropped with such a turn) is dropped too.
+    * A tool call left without a result (the run was interrupted) gets an error result, because both
+      APIs reject a transcript where a call is never answered.
+    * Images go to a model that cannot see them as a short text note instead.
+    """
+    kept: list[Message] = []
+    known_calls: set[str] = set()
+    pending: list[ToolCall] = []
+    pending_timestamp = 0
+
+    def answer_pending() -> None:
+        for call in pending:
+            kept.append(
+                ToolResultMessage(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    content=[TextContent(text=NO_RESULT_TEXT)],
+                    is_error=True,
+                    timestamp=pending_timestamp,
+                )
+            )
+        pending.clear()
+
+    for message in messages:
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id not in known_calls:
+                continue
+            pending[:] = [call for call in pending if call.id != message.tool_call_id]
+            kept.append(_without_images(message, model))
+            continue
+        answer_pending()
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            pending.extend(message.tool_calls)
+            pending_timestamp = message.timestamp
+            known_calls.update(call.id for call in message.tool_calls)
+            kept.append(message)
+        else:
+            kept.append(_without_images(message, model))
+    answer_pending()
+    return kept
+
+
+_WithImages = TypeVar("_WithImages", UserMessage, ToolResultMessage)
+
+
+def _without_images(message: _WithImages, model: Model) -> _WithImages:
+    if "image" in model.input or not any(isinstance(block, ImageContent) for block in message.content):
+        return message
+    content = [
+        TextContent(text="(image omitted: this model does not accept images)")
+        if isinstance(block, ImageContent)
+        else block
+        for block in message.content
+    ]
+    return message.model_copy(update={"content": content})
