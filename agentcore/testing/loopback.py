@@ -404,13 +404,13 @@ class LoopbackServer:
     def model(self, api: str = "openai-completions", model_id: str | None = None, **fields: Any) -> Model:
         """A ``Model`` whose provider talks to this server."""
         openai = api == "openai-completions"
-        return Model(
-            id=model_id or ("loopback-gpt" if openai else "loopback-claude"),
-            provider="openai" if openai else "anthropic",
-            api=api,
-            base_url=self.openai_base_url if openai else self.anthropic_base_url,
-            **fields,
-        )
+        defaults: dict[str, Any] = {
+            "id": model_id or ("loopback-gpt" if openai else "loopback-claude"),
+            "provider": "openai" if openai else "anthropic",
+            "api": api,
+            "base_url": self.openai_base_url if openai else self.anthropic_base_url,
+        }
+        return Model(**{**defaults, **fields})
 
     # -- scripting
 
