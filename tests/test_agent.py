@@ -1,0 +1,356 @@
+"""The stateful ``Agent``: state reducer, listeners, queues, busy rules, abort."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import pytest
+
+from agentcore import (
+    AbortSignal,
+    Agent,
+    AgentBusyError,
+    AgentOptions,
+    AgentToolResult,
+    AssistantMessage,
+    ImageContent,
+    InvalidMessageRoleError,
+    Message,
+    QueueMode,
+    UserMessage,
+    ValidationError,
+)
+from agentcore.testing import ScriptedModel, error, text, tool_calls
+
+from .loop_support import MODEL, make_tool, user
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
+
+
+def agent_with(model: ScriptedModel, **fields: Any) -> Agent:
+    return Agent(model=MODEL, stream_fn=model, **fields)
+
+
+def said(message: Message) -> str:
+    return "".join(getattr(block, "text", "") for block in message.content)
+
+
+async def test_prompt_runs_and_state_holds_the_transcript() -> None:
+    agent = agent_with(ScriptedModel([text("Hi!")]))
+    await agent.prompt("hello")
+    state = agent.get_state()
+    assert [m.role for m in state.messages] == ["user", "assistant"]
+    assert said(state.messages[1]) == "Hi!"
+    assert not state.is_streaming and state.streaming_message is None and state.error_message is None
+
+
+async def test_options_object_and_keyword_fields_both_work() -> None:
+    model = ScriptedModel([text("a"), text("b")])
+    by_options = Agent(AgentOptions(model=MODEL, stream_fn=model, system_prompt="sys"))
+    by_fields = Agent(model=MODEL, stream_fn=model, system_prompt="sys")
+    for agent in (by_options, by_fields):
+        await agent.prompt("x")
+        assert agent.system_prompt == "sys"
+    assert [said(a.messages[-1]) for a in (by_options, by_fields)] == ["a", "b"]
+    with pytest.raises(TypeError):
+        Agent(AgentOptions(model=MODEL), system_prompt="both")
+
+
+async def test_listeners_sync_and_async_are_awaited_in_order() -> None:
+    log: list[str] = []
+    agent = agent_with(ScriptedModel([text("ok")]))
+
+    async def slow(event: Any, signal: AbortSignal) -> None:
+        await asyncio.sleep(0.001)
+        log.append(f"slow:{event.type}")
+
+    def fast(event: Any, signal: AbortSignal) -> None:
+        assert isinstance(signal, AbortSignal)
+        log.append(f"fast:{event.type}")
+
+    agent.subscribe(slow)
+    agent.subscribe(fast)
+    await agent.prompt("hi")
+    # Each event reaches both listeners (slow first, though it sleeps) before the next event.
+    assert log[:4] == ["slow:agent_start", "fast:agent_start", "slow:turn_start", "fast:turn_start"]
+    assert log[-2:] == ["slow:agent_end", "fast:agent_end"]
+
+
+async def test_unsubscribe_stops_delivery() -> None:
+    seen: list[str] = []
+    agent = agent_with(ScriptedModel([text("a"), text("b")]))
+    unsubscribe = agent.subscribe(lambda event, signal: seen.append(event.type))
+    await agent.prompt("one")
+    count = len(seen)
+    unsubscribe()
+    await agent.prompt("two")
+    assert count > 0 and len(seen) == count
+
+
+async def test_reducer_tracks_streaming_message_and_pending_tool_calls() -> None:
+    observed: dict[str, Any] = {}
+    agent: Agent
+
+    async def tool(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        observed["pending_during_tool"] = set(agent.get_state().pending_tool_calls)
+        return AgentToolResult.text("ok")
+
+    def listener(event: Any, signal: AbortSignal) -> None:
+        state = agent.get_state()
+        if event.type == "message_update":
+            observed.setdefault("streaming", []).append(said(state.streaming_message))
+        if event.type == "agent_end":
+            observed["streaming_at_end"] = state.is_streaming
+
+    agent = agent_with(
+        ScriptedModel([tool_calls([("look", {})]), text("all done")], chunks=2), tools=[make_tool("look", tool)]
+    )
+    agent.subscribe(listener)
+    await agent.prompt("go")
+    assert observed["pending_during_tool"] == {"call_0_0"}
+    assert "all " in observed["streaming"] and "all done" in observed["streaming"]
+    assert observed["streaming_at_end"] is True  # still streaming until agent_end listeners settle
+    assert agent.get_state().pending_tool_calls == set()
+    assert not agent.is_streaming
+
+
+async def test_provider_error_sets_error_message() -> None:
+    agent = agent_with(ScriptedModel([error("quota exceeded")]))
+    await agent.prompt("hi")
+    state = agent.get_state()
+    assert state.error_message == "quota exceeded"
+    assert state.messages[-1].stop_reason == "error"
+
+
+async def test_listener_failure_ends_the_run_with_an_error_message() -> None:
+    agent = agent_with(ScriptedModel([text("ok")]))
+
+    def broken(event: Any, signal: AbortSignal) -> None:
+        if event.type == "turn_end":
+            raise RuntimeError("listener bug")
+
+    agent.subscribe(broken)
+    await agent.prompt("hi")
+    assert agent.get_state().error_message == "listener bug"
+    assert not agent.is_streaming
+
+
+async def test_prompt_while_running_is_agent_busy() -> None:
+    agent = agent_with(ScriptedModel([text("slow answer " * 5)], chunks=5, delay=0.01))
+    running = asyncio.create_task(agent.prompt("first"))
+    await asyncio.sleep(0.005)
+    with pytest.raises(AgentBusyError) as caught:
+        await agent.prompt("second")
+    assert caught.value.code == "AGENT_BUSY"
+    with pytest.raises(AgentBusyError):
+        await agent.continue_()
+    with pytest.raises(AgentBusyError):
+        agent.reset()
+    await running
+    assert [m.role for m in agent.messages] == ["user", "assistant"]
+    agent.reset()
+    assert agent.messages == [] and not agent.has_queued_messages()
+
+
+async def test_abort_mid_stream_keeps_partial_and_marks_aborted() -> None:
+    agent = agent_with(ScriptedModel([text("a b c d e f g h i j")], chunks=10, delay=0.01))
+    running = asyncio.create_task(agent.prompt("talk"))
+    await asyncio.sleep(0.035)
+    agent.abort()
+    await running
+    last = agent.messages[-1]
+    assert isinstance(last, AssistantMessage)
+    assert last.stop_reason == "aborted"
+    assert 0 < len(last.text) < len("a b c d e f g h i j")
+    assert agent.get_state().error_message == "Request was aborted"
+
+
+async def test_wait_for_idle_returns_after_the_run() -> None:
+    agent = agent_with(ScriptedModel([text("ok")], delay=0.005))
+    await agent.wait_for_idle()  # idle at first: returns at once
+    task = asyncio.create_task(agent.prompt("hi"))
+    await asyncio.sleep(0)
+    assert agent.is_streaming
+    await agent.wait_for_idle()
+    assert not agent.is_streaming and task.done()
+
+
+async def test_get_state_is_a_copy_and_setters_copy() -> None:
+    agent = agent_with(ScriptedModel([text("ok")]))
+    await agent.prompt("hi")
+    snapshot = agent.get_state()
+    snapshot.messages.clear()
+    snapshot.pending_tool_calls.add("x")
+    assert len(agent.messages) == 2 and agent.get_state().pending_tool_calls == set()
+    mine = [user("replaced")]
+    agent.messages = mine
+    mine.append(user("later"))
+    assert len(agent.messages) == 1
+    tools = [make_tool("a")]
+    agent.tools = tools
+    tools.append(make_tool("b"))
+    assert [t.name for t in agent.tools] == ["a"]
+    agent.thinking_level = "high"
+    assert agent.get_state().thinking_level == "high"
+
+
+async def test_text_prompt_with_images_becomes_one_user_message() -> None:
+    model = ScriptedModel([text("a cat")])
+    agent = agent_with(model)
+    await agent.prompt("what is this?", images=[ImageContent(data=PNG, mime_type="image/png")])
+    first = agent.messages[0]
+    assert isinstance(first, UserMessage)
+    assert [b.type for b in first.content] == ["text", "image"]
+    assert model.calls[0].messages[0] == first
+
+
+async def test_invalid_prompts_raise_validation_errors_naming_the_field() -> None:
+    agent = agent_with(ScriptedModel([]))
+    with pytest.raises(ValidationError, match="text"):
+        await agent.prompt("")
+    with pytest.raises(ValidationError, match=r"content\.1.*base64"):
+        await agent.prompt("look", images=[{"type": "image", "data": "not base64!", "mime_type": "image/png"}])
+    with pytest.raises(ValidationError, match="mime_type"):
+        await agent.prompt("look", images=[{"type": "image", "data": PNG, "mime_type": "text/plain"}])
+    assert agent.messages == [] and not agent.is_streaming
+
+
+async def test_prompt_accepts_messages_and_lists() -> None:
+    model = ScriptedModel([text("one"), text("two")])
+    agent = agent_with(model)
+    await agent.prompt(user("single"))
+    await agent.prompt([user("a"), {"role": "user", "content": "b", "timestamp": 5}])
+    assert [m.role for m in agent.messages] == ["user", "assistant", "user", "user", "assistant"]
+
+
+# ---------------------------------------------------------------------------------- continue_
+
+
+async def test_continue_preconditions() -> None:
+    agent = agent_with(ScriptedModel([text("ok")]))
+    with pytest.raises(InvalidMessageRoleError) as caught:
+        await agent.continue_()
+    assert caught.value.code == "INVALID_MESSAGE_ROLE"
+    await agent.prompt("hi")
+    with pytest.raises(InvalidMessageRoleError, match="assistant"):
+        await agent.continue_()
+
+
+async def test_continue_after_a_user_message_answers_it() -> None:
+    model = ScriptedModel([text("answer")])
+    agent = agent_with(model, messages=[user("pending question")])
+    await agent.continue_()
+    assert [m.role for m in agent.messages] == ["user", "assistant"]
+
+
+async def test_continue_from_assistant_runs_queued_steering_then_follow_ups() -> None:
+    model = ScriptedModel([text("first"), text("steered"), text("followed")])
+    agent = agent_with(model)
+    await agent.prompt("hi")
+    agent.steer("steer me")
+    agent.steer("and me")
+    await agent.continue_()
+    # one-at-a-time: the first steering message is the prompt; the second arrives after that turn.
+    texts = [said(m) for m in agent.messages]
+    assert texts[2:] == ["steer me", "steered", "and me", "followed"]
+
+    agent.follow_up("one more")
+    model.replies = [text("x")] * 10
+    model.calls.clear()
+    await agent.continue_()
+    assert said(agent.messages[-2]) == "one more"
+
+
+# --------------------------------------------------------------------------------- queue modes
+
+
+async def _steer_during_tool(mode: QueueMode) -> tuple[Agent, ScriptedModel]:
+    agent: Agent
+
+    async def slow(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        agent.steer("first steer")
+        agent.steer("second steer")
+        await asyncio.sleep(0.005)
+        return AgentToolResult.text("tool done")
+
+    model = ScriptedModel([tool_calls([("slow", {})]), text("after one"), text("after two")])
+    agent = agent_with(model, tools=[make_tool("slow", slow)], steering_mode=mode)
+    await agent.prompt("go")
+    return agent, model
+
+
+async def test_steering_one_at_a_time_delivers_one_per_turn() -> None:
+    agent, model = await _steer_during_tool(QueueMode.ONE_AT_A_TIME)
+    roles_and_text = [(m.role, said(m)) for m in agent.messages]
+    assert roles_and_text[3:] == [
+        ("user", "first steer"),
+        ("assistant", "after one"),
+        ("user", "second steer"),
+        ("assistant", "after two"),
+    ]
+    assert len(model.calls) == 3
+
+
+async def test_steering_all_delivers_everything_at_once() -> None:
+    agent, model = await _steer_during_tool(QueueMode.ALL)
+    roles_and_text = [(m.role, said(m)) for m in agent.messages]
+    assert roles_and_text[3:] == [("user", "first steer"), ("user", "second steer"), ("assistant", "after one")]
+    assert len(model.calls) == 2
+
+
+@pytest.mark.parametrize("mode", [QueueMode.ONE_AT_A_TIME, QueueMode.ALL])
+async def test_follow_up_modes(mode: QueueMode) -> None:
+    agent: Agent
+
+    def listener(event: Any, signal: AbortSignal) -> None:
+        if event.type == "agent_start":
+            agent.follow_up("f1")
+            agent.follow_up("f2")
+
+    model = ScriptedModel([text("r1"), text("r2"), text("r3")])
+    agent = agent_with(model, follow_up_mode=mode)
+    agent.subscribe(listener)
+    await agent.prompt("start")
+    texts = [said(m) for m in agent.messages]
+    if mode == QueueMode.ONE_AT_A_TIME:
+        assert texts == ["start", "r1", "f1", "r2", "f2", "r3"]
+    else:
+        assert texts == ["start", "r1", "f1", "f2", "r2"]
+    assert not agent.has_queued_messages()
+
+
+async def test_clear_queues() -> None:
+    agent = agent_with(ScriptedModel([]))
+    agent.steer("s")
+    agent.follow_up(user("f"))
+    assert agent.has_queued_messages()
+    agent.clear_steering_queue()
+    assert agent.has_queued_messages()
+    agent.clear_follow_up_queue()
+    assert not agent.has_queued_messages()
+
+
+async def test_sync_tool_runs_in_a_thread_and_reports_progress() -> None:
+    import threading
+
+    main_thread = threading.get_ident()
+    updates: list[str] = []
+
+    def blocking(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        on_update(AgentToolResult.text("halfway"))
+        return AgentToolResult.text(f"thread={threading.get_ident() != main_thread}")
+
+    agent = agent_with(ScriptedModel([tool_calls([("block", {})]), text("ok")]), tools=[make_tool("block", blocking)])
+    agent.subscribe(
+        lambda e, s: updates.append(e.partial_result.content[0].text) if e.type == "tool_execution_update" else None
+    )
+    await agent.prompt("go")
+    assert said(agent.messages[2]) == "thread=True"
+    assert updates == ["halfway"]
+
+
+async def test_tool_names_are_refused_in_process() -> None:
+    with pytest.raises(ValidationError, match="tools.0"):
+        Agent(model=MODEL, tools=["search_wines"])
