@@ -130,3 +130,28 @@ class AgentTool(BaseModel):
             timeout_seconds=self.timeout_seconds,
             retry_safe=self.retry_safe,
         )
+
+
+class ToolRegistry:
+    """The functions behind tool names, held by a worker (the workflow only holds ``ToolSpec``s)."""
+
+    def __init__(self, tools: list[AgentTool] | None = None) -> None:
+        self._tools: dict[str, AgentTool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: AgentTool) -> None:
+        if tool.name in self._tools and self._tools[tool.name] is not tool:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> AgentTool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def describe(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
+        """Specs for ``names`` in order, and the names nobody registered."""
+        specs = [self._tools[name].spec() for name in names if name in self._tools]
+        return specs, [name for name in names if name not in self._tools]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..messages import WireModel
+from ..messages import Message, WireModel
 
 
 class SessionStats(WireModel):
@@ -101,3 +101,17 @@ class StatsAccumulator:
 
     def snapshot(self) -> SessionStats:
         return self.stats.model_copy()
+
+
+def add_message_to_stats(stats: SessionStats, message: Message) -> SessionStats:
+    """``stats`` plus one typed message (the workflow keeps running totals without a file)."""
+    view: dict[str, Any] = {"role": message.role}
+    usage = getattr(message, "usage", None)
+    if usage is not None:
+        view["usage"] = usage.model_dump(mode="json")
+    if message.role == "assistant":
+        view["content"] = [{"type": block.type} for block in message.content]
+    accumulator = StatsAccumulator()
+    accumulator.stats = stats.model_copy()
+    accumulator._add_message(view)
+    return accumulator.stats

@@ -1,0 +1,236 @@
+"""``llm.stream``: one model call. Reads its context from the session file, streams, writes the result.
+
+Its input carries references (session id, leaf id, the few entries the workflow made since the last
+write), never the transcript, so the history a turn adds stays flat however long the conversation is.
+
+- **Retries**: a retryable provider failure (429, 5xx, 529, dropped connection) raises a retryable
+  ``ApplicationError`` with the delay the server asked for; Temporal's retry policy acts on it. A
+  retried attempt first publishes ``llm_retry`` so a UI drops the failed attempt's partial text.
+- **Exactly one assistant message**: the result is appended under an id the workflow chose; an
+  attempt that finds that id already in the file (the worker died after writing) returns the stored
+  message instead of calling the model again.
+- **Abort**: cancellation arrives through heartbeats; the stream is stopped and the partial message
+  comes back with ``stop_reason="aborted"`` (the workflow uses ``WAIT_CANCELLATION_COMPLETED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
+
+from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
+from agentcore.messages import AssistantMessage
+from agentcore.protocol import EVENTS_TOPIC, StreamInput, StreamResult
+from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
+from agentcore.session import JsonlSessionStorage, MessageEntry
+from agentcore.state import GetApiKey
+from agentcore.tools import ToolRegistry
+
+from .session import SessionStore
+
+PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
+PROVIDER_ERROR = "PROVIDER_ERROR"
+# An aborted stream must wind down quickly; past this the partial message is taken as it is.
+ABORT_GRACE_SECONDS = 2.0
+
+
+class LlmActivities:
+    def __init__(
+        self,
+        store: SessionStore,
+        tools: ToolRegistry,
+        *,
+        stream_fn: StreamFn | None = None,
+        get_api_key: GetApiKey | None = None,
+        publish_interval: timedelta = timedelta(milliseconds=80),
+    ) -> None:
+        self.store = store
+        self.tools = tools
+        self.stream_fn = stream_fn
+        self.get_api_key = get_api_key
+        self.publish_interval = publish_interval
+
+    def _stream_fn(self) -> StreamFn:
+        if self.stream_fn is not None:
+            return self.stream_fn
+        from agentcore.inprocess import default_stream_fn
+
+        return default_stream_fn()
+
+    @activity.defn(name="llm.stream")  # don't rename: recorded in histories
+    async def stream(self, inp: StreamInput) -> StreamResult:
+        info = activity.info()
+
+        def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
+            storage.append_entries(inp.entries)
+            done = storage.get_entry(inp.result_entry_id)
+            if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
+                return done.message
+            context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
+            return LlmContext(
+                system_prompt=inp.system_prompt,
+                messages=context.messages if inp.leaf_id else [],
+                tools=self.tools.describe(inp.tool_names)[0],
+            )
+
+        prepared = await self.store.write(inp.session_id, inp.create, prepare)
+        if isinstance(prepared, AssistantMessage):
+            return StreamResult(message=prepared)
+
+        publisher = _DeltaPublisher(self.publish_interval)
+        if info.attempt > 1:
+            publisher.announce_retry(info.attempt)
+        message, deltas, retry = await self._call_model(inp, prepared, publisher)
+        try:
+            if retry is not None:
+                raise retry
+            entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
+            await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+        finally:
+            await publisher.close()
+        return StreamResult(message=message, deltas_published=deltas if publisher.started else 0)
+
+    async def _call_model(
+        self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher
+    ) -> tuple[AssistantMessage, int, ApplicationError | None]:
+        signal = AbortSignal()
+        api_key = await _resolve_key(self.get_api_key, inp.model.provider)
+        options = StreamOptions(
+            thinking_level=inp.thinking_level,
+            api_key=api_key,
+            max_tokens=inp.max_tokens,
+            temperature=inp.temperature,
+            session_id=inp.session_id,
+            signal=signal,
+        )
+        state: dict[str, Any] = {"final": None, "partial": None, "deltas": 0, "retry": None}
+
+        async def consume() -> None:
+            async for event in self._stream_fn()(inp.model, context, options):
+                activity.heartbeat()
+                if isinstance(event, StreamDone):
+                    state["final"] = event.message
+                elif isinstance(event, StreamError):
+                    state["final"] = event.error
+                    if event.retryable and event.error.stop_reason == "error":
+                        state["retry"] = _retryable_error(event.error, event.retry_after_seconds)
+                else:
+                    state["partial"] = event.partial if hasattr(event, "partial") else state["partial"]
+                    if event.type != "start":
+                        state["deltas"] += 1
+                        publisher.publish(MessageUpdateEvent(assistant_message_event=delta_payload(event)))
+
+        task = asyncio.create_task(consume())
+        ticker = asyncio.create_task(_heartbeat_ticker(publisher))
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is not None and details.worker_shutdown:
+                task.cancel()
+                raise  # not the user's abort: let Temporal run the call again elsewhere
+            signal.abort("aborted by user")
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(asyncio.shield(task), ABORT_GRACE_SECONDS)
+            task.cancel()
+        finally:
+            ticker.cancel()
+        final = state["final"]
+        if final is None or (signal.aborted and final.stop_reason != "aborted"):
+            partial: AssistantMessage | None = final or state["partial"]
+            base = partial or AssistantMessage(
+                api=inp.model.api, provider=inp.model.provider, model=inp.model.id, timestamp=_now_ms()
+            )
+            reason = "aborted" if signal.aborted else "error"
+            final = base.model_copy(
+                update={
+                    "stop_reason": reason,
+                    "error_message": "Request was aborted"
+                    if signal.aborted
+                    else "Stream ended without a result",
+                }
+            )
+        return final, state["deltas"], None if signal.aborted else state["retry"]
+
+
+def _retryable_error(message: AssistantMessage, delay: float | None) -> ApplicationError:
+    return ApplicationError(
+        message.error_message or "provider error",
+        type=PROVIDER_RETRYABLE,
+        next_retry_delay=timedelta(seconds=delay) if delay else None,
+    )
+
+
+async def _resolve_key(get_api_key: GetApiKey | None, provider: str) -> str | None:
+    if get_api_key is None:
+        return None
+    key = get_api_key(provider)
+    if asyncio.iscoroutine(key) or isinstance(key, asyncio.Future):
+        key = await key
+    return key  # type: ignore[return-value]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def _heartbeat_ticker(publisher: _DeltaPublisher) -> None:
+    # Heartbeats carry cancellation to us and prove we are alive while a model thinks silently;
+    # the same tick moves buffered deltas out.
+    while True:
+        await asyncio.sleep(publisher.interval)
+        activity.heartbeat()
+        await publisher.tick()
+
+
+class _DeltaPublisher:
+    """Batches deltas into stream signals, but only once a call outlives one interval.
+
+    A call that finishes within the first interval publishes nothing: the workflow derives the deltas
+    from the final message, saving a signal (and a workflow task) per model call.
+    """
+
+    def __init__(self, interval: timedelta) -> None:
+        self.interval = interval.total_seconds()
+        self.pending: list[Any] = []
+        self.started = False
+        self._client: WorkflowStreamClient | None = None
+
+    def _topic(self) -> Any:
+        if self._client is None:
+            self._client = WorkflowStreamClient.from_within_activity(batch_interval=timedelta(hours=1))
+        return self._client.topic(EVENTS_TOPIC)
+
+    def announce_retry(self, attempt: int) -> None:
+        self.started = True
+        self.pending.append(LlmRetryEvent(attempt=attempt, error_message="the previous attempt failed"))
+
+    def publish(self, event: Any) -> None:
+        self.pending.append(event)
+
+    async def tick(self) -> None:
+        self.started = True
+        await self._send()
+
+    async def _send(self) -> None:
+        if not self.pending:
+            return
+        topic = self._topic()
+        batch, self.pending = self.pending, []
+        for event in batch:
+            topic.publish(event)
+        assert self._client is not None
+        await self._client.flush()
+
+    async def close(self) -> None:
+        """Deliver what is buffered if streaming started; else drop it (the workflow derives it)."""
+        if self.started:
+            await self._send()
+        self.pending = []

@@ -1,0 +1,145 @@
+"""``tools.execute`` (one activity per tool call) and ``tools.describe`` (specs for tool names).
+
+The tool's function lives in this worker's ``ToolRegistry``; the workflow only knows its spec. A
+tool sees its call id as an idempotency key and the attempt number (``current_tool_context()``).
+Progress from ``on_update`` is published straight to the conversation's event stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from temporalio import activity
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from agentcore.errors import OUTCOME_UNKNOWN, TOOL_NOT_FOUND
+from agentcore.events import ToolExecutionUpdateEvent
+from agentcore.messages import TextContent, ToolCall
+from agentcore.protocol import EVENTS_TOPIC, DescribeToolsInput, DescribeToolsResult, ToolCallInput
+from agentcore.runtime import AbortSignal
+from agentcore.tool_context import ToolContext, reset_tool_context, set_tool_context
+from agentcore.tool_exec import aborted_result, error_result, execute_tool_with_timeout
+from agentcore.tools import AgentToolResult, ToolRegistry
+
+# A result must fit in an activity completion (Temporal refuses payloads over 2 MB) and is read by a
+# model anyway: longer text is cut, with a note saying so.
+MAX_RESULT_TEXT_BYTES = 512 * 1024
+HEARTBEAT_SECONDS = 1.0
+
+
+class ToolActivities:
+    def __init__(
+        self, registry: ToolRegistry, *, update_interval: timedelta = timedelta(milliseconds=100)
+    ) -> None:
+        self.registry = registry
+        self.update_interval = update_interval
+
+    @activity.defn(name="tools.describe")  # don't rename: recorded in histories
+    async def describe(self, inp: DescribeToolsInput) -> DescribeToolsResult:
+        specs, unknown = self.registry.describe(inp.names)
+        return DescribeToolsResult(tools=specs, unknown=unknown)
+
+    @activity.defn(name="tools.execute")  # don't rename: recorded in histories
+    async def execute(self, inp: ToolCallInput) -> AgentToolResult:
+        tool = self.registry.get(inp.tool_name)
+        if tool is None:
+            return error_result(TOOL_NOT_FOUND, f'Tool "{inp.tool_name}" is not registered on this worker.')
+        info = activity.info()
+        if info.attempt > 1 and not inp.retry_safe:
+            # Defensive: the retry policy gives such tools one attempt, but never run one twice.
+            return error_result(
+                OUTCOME_UNKNOWN, f'Tool "{inp.tool_name}" was interrupted; its outcome is unknown.'
+            )
+        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
+        signal = AbortSignal()
+        updates = _UpdatePublisher(call, self.update_interval)
+        token = set_tool_context(
+            ToolContext(
+                tool_call_id=inp.tool_call_id,
+                tool_name=inp.tool_name,
+                session_id=inp.session_id,
+                attempt=info.attempt,
+            )
+        )
+        try:
+            task = asyncio.create_task(
+                execute_tool_with_timeout(tool, call, signal, updates.on_update, inp.timeout_seconds)
+            )
+        finally:
+            reset_tool_context(token)
+        ticker = asyncio.create_task(_heartbeat_ticker())
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            details = activity.cancellation_details()
+            if details is not None and details.worker_shutdown:
+                raise  # not the user's abort: the call runs again elsewhere (if retry-safe)
+            signal.abort("aborted by user")
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), 2.0)
+            result = aborted_result(inp.tool_name)
+        finally:
+            ticker.cancel()
+            await updates.close()
+        return _capped(result)
+
+
+async def _heartbeat_ticker() -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(HEARTBEAT_SECONDS)
+
+
+class _UpdatePublisher:
+    """``on_update`` -> ``tool_execution_update`` events, batched into stream signals."""
+
+    def __init__(self, call: ToolCall, interval: timedelta) -> None:
+        self.call = call
+        self.interval = interval
+        self._client: WorkflowStreamClient | None = None
+        self._topic: Any = None
+
+    def on_update(self, partial: AgentToolResult) -> None:
+        if self._client is None:
+            self._client = WorkflowStreamClient.from_within_activity(batch_interval=self.interval)
+            self._topic = self._client.topic(EVENTS_TOPIC)
+            self._runner = asyncio.get_running_loop().create_task(self._client.__aenter__())
+        event = ToolExecutionUpdateEvent(
+            tool_call_id=self.call.id,
+            tool_name=self.call.name,
+            args=self.call.arguments,
+            partial_result=partial.model_dump(mode="json"),
+        )
+        self._topic.publish(event)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._runner
+            await self._client.__aexit__(None, None, None)
+
+
+def _capped(result: AgentToolResult) -> AgentToolResult:
+    size = sum(len(block.text.encode()) for block in result.content if isinstance(block, TextContent))
+    if (
+        size <= MAX_RESULT_TEXT_BYTES
+        and len(orjson.dumps(result.details, default=str)) <= MAX_RESULT_TEXT_BYTES
+    ):
+        return result
+    budget = MAX_RESULT_TEXT_BYTES
+    content: list[Any] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            text = block.text.encode()[:budget].decode(errors="ignore")
+            budget -= len(text.encode())
+            if len(text) < len(block.text):
+                text += f"\n[output truncated: {size} bytes in all, {MAX_RESULT_TEXT_BYTES} kept]"
+            content.append(TextContent(text=text))
+        else:
+            content.append(block)
+    return result.model_copy(
+        update={"content": content, "details": {"truncated": True, "original_bytes": size}}
+    )

@@ -1,0 +1,481 @@
+"""``AgentClient``: start, attach to, list and recover durable conversations.
+
+    client = await agentcore.temporal.connect()
+    agents = AgentClient(client, task_queue="agentcore")
+    agent = await agents.start("support-42", AgentOptions(model=model, tools=["search_wines"]))
+    await agent.prompt("Which Rioja do we have under $30?")
+    await agent.wait_for_idle()
+
+A ``DurableAgent`` has the in-process ``Agent``'s methods; each is a Temporal update, signal or query
+on the conversation's workflow. Refused commands raise the same typed errors as in-process
+(``AgentBusyError``, ``InvalidMessageRoleError``, ``RateLimitError``, ...); a session that does not
+exist raises ``AgentNotFoundError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import shutil
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from .errors import AgentError, AgentNotFoundError, ValidationError
+from .events import AGENT_EVENT_ADAPTER, AgentEvent
+from .messages import ImageContent, Message, TextContent, UserMessage, describe_validation_error
+from .model import Model, ThinkingLevel
+from .protocol import (
+    EVENTS_TOPIC,
+    WORKFLOW_NAME,
+    AbortRequest,
+    Accepted,
+    CommandRequest,
+    ConversationConfig,
+    ConversationInput,
+    ConversationLimits,
+    DurableState,
+    MessagesPage,
+    MessagesQuery,
+    PromptRequest,
+    QueuedMessage,
+    QueuesState,
+    SetModelRequest,
+    SetSystemPromptRequest,
+    SetThinkingLevelRequest,
+    SetToolsRequest,
+)
+from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
+from .session import JsonlSessionStorage, SessionStats
+from .state import AgentOptions
+from .temporal.connect import ensure_data_converter, search_attribute_keys
+from .tools import AgentTool, ToolSpec
+
+T = TypeVar("T", bound=BaseModel)
+Listener = Callable[[AgentEvent, Any], Any]
+PromptInput = str | Message | Sequence[Message]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def user_messages(value: PromptInput, images: Sequence[ImageContent] | None = None) -> list[UserMessage]:
+    """Turn a prompt argument into validated user messages (text plus images, a message, a list)."""
+    try:
+        if isinstance(value, str):
+            content: list[TextContent | ImageContent] = [TextContent(text=value), *(images or [])]
+            return [UserMessage(content=content, timestamp=_now_ms())]
+        items = [value] if isinstance(value, BaseModel) else list(value)
+        messages = []
+        for item in items:
+            if not isinstance(item, UserMessage):
+                role = getattr(item, "role", type(item).__name__)
+                from .errors import InvalidMessageRoleError
+
+                raise InvalidMessageRoleError(f"a prompt takes user messages, not {role!r}")
+            messages.append(item)
+        return messages
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise ValidationError(describe_validation_error(exc)) from None
+
+
+def _tool_names(tools: Sequence[AgentTool | ToolSpec | str]) -> list[str]:
+    return [tool if isinstance(tool, str) else tool.name for tool in tools]
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    run_id: str | None = None
+    status: str
+    start_time: float | None = None
+    model: str | None = None
+    agent_status: str | None = None
+    message_count: int | None = None
+    cost_usd: float | None = None
+
+
+class AgentClient:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = "agentcore",
+        sessions_dir: str | Path | None = None,
+        limits: ConversationLimits | None = None,
+    ) -> None:
+        self.client = ensure_data_converter(client)
+        self.task_queue = task_queue
+        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        self.limits = limits or ConversationLimits()
+        self._search_attributes: bool | None = None
+
+    async def _uses_search_attributes(self) -> bool:
+        # Upserting an attribute the server does not know fails the workflow task, so only use them
+        # when the namespace has them registered (the embedded server and the compose setup do).
+        if self._search_attributes is None:
+            try:
+                from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+                response = await self.client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=self.client.namespace)
+                )
+                self._search_attributes = all(
+                    name in response.custom_attributes for name in search_attribute_keys()
+                )
+            except RPCError:
+                self._search_attributes = False
+        return self._search_attributes
+
+    async def start(
+        self,
+        session_id: str | None = None,
+        options: AgentOptions | None = None,
+        *,
+        metadata: dict[str, Any] | None = None,
+        limits: ConversationLimits | None = None,
+        **fields: Any,
+    ) -> DurableAgent:
+        """Start a new conversation (a workflow with id ``session_id``) from ``AgentOptions``."""
+        options = options or AgentOptions(**fields)
+        session_id = session_id or _new_id()
+        config = ConversationConfig(
+            system_prompt=options.system_prompt,
+            model=options.model,
+            thinking_level=options.thinking_level,
+            tool_names=_tool_names(options.tools),
+            steering_mode=options.steering_mode,
+            follow_up_mode=options.follow_up_mode,
+            tool_execution=options.tool_execution,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+        )
+        inp = ConversationInput(
+            session_id=session_id,
+            config=config,
+            limits=limits or self.limits,
+            messages=list(options.messages),
+            session_metadata=dict(metadata or {}),
+        )
+        return await self._start(inp)
+
+    async def _start(self, inp: ConversationInput) -> DurableAgent:
+        inp.search_attributes = await self._uses_search_attributes()
+        search_attributes = None
+        if inp.search_attributes:
+            keys = search_attribute_keys()
+            search_attributes = TypedSearchAttributes(
+                [
+                    SearchAttributePair(keys[AGENT_SESSION_ID], inp.session_id),
+                    SearchAttributePair(
+                        keys[AGENT_MODEL], f"{inp.config.model.provider}/{inp.config.model.id}"
+                    ),
+                    SearchAttributePair(keys[AGENT_STATUS], "idle"),
+                ]
+            )
+        try:
+            handle = await self.client.start_workflow(
+                WORKFLOW_NAME,
+                args=[inp, None],
+                id=inp.session_id,
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                search_attributes=search_attributes,
+                static_summary=f"agent {inp.config.model.provider}/{inp.config.model.id}",
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.ALREADY_EXISTS:
+                raise AgentError(
+                    f"session {inp.session_id!r} is already running", code="AGENT_EXISTS"
+                ) from None
+            raise
+        return DurableAgent(self, handle)
+
+    async def attach(self, session_id: str) -> DurableAgent:
+        """A handle on a running conversation; ``AgentNotFoundError`` if there is none."""
+        handle = self.client.get_workflow_handle(session_id)
+        try:
+            description = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise AgentNotFoundError(f"no conversation with session id {session_id!r}") from None
+            raise
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            raise AgentNotFoundError(
+                f"conversation {session_id!r} is not running ({description.status.name if description.status else '?'}); "
+                "recover it from its session file"
+            )
+        return DurableAgent(self, handle)
+
+    async def list(self, query: str | None = None, *, limit: int = 100) -> list[SessionSummary]:
+        """Conversations, newest first: status, and model / message count / cost where indexed."""
+        clause = f'WorkflowType = "{WORKFLOW_NAME}"' + (f" AND ({query})" if query else "")
+        summaries = []
+        async for execution in self.client.list_workflows(clause, limit=limit):
+            attributes = {key.name: value for key, value in execution.typed_search_attributes}
+            summaries.append(
+                SessionSummary(
+                    session_id=execution.id,
+                    run_id=execution.run_id,
+                    status=execution.status.name if execution.status else "UNKNOWN",
+                    start_time=execution.start_time.timestamp() if execution.start_time else None,
+                    model=attributes.get(AGENT_MODEL),
+                    agent_status=attributes.get(AGENT_STATUS),
+                    message_count=attributes.get("AgentMessageCount"),
+                    cost_usd=attributes.get("AgentCostUsd"),
+                )
+            )
+        return summaries
+
+    async def recover(
+        self, session_path: str | Path, *, session_id: str | None = None, options: AgentOptions | None = None
+    ) -> DurableAgent:
+        """Start a new workflow from a JSONL session file (SPEC-11.1 session recovery).
+
+        The conversation continues at the file's leaf with the model, thinking level, tools and system
+        prompt it records. The file is placed in the sessions directory the workers use, under the
+        session id (``session_id`` or the id in its header).
+        """
+        path = Path(session_path)
+        with JsonlSessionStorage.open(path) as storage:
+            header = storage.get_metadata()
+            context = storage.build_context()
+            stats = storage.get_session_stats()
+            leaf_id = storage.get_leaf_id()
+        session_id = session_id or header.id
+        if self.sessions_dir is not None:
+            target = self.sessions_dir / f"{session_id}.jsonl"
+            if target.resolve() != path.resolve():
+                if target.exists():
+                    raise AgentError(f"{target} already exists; pass another session_id", code="AGENT_EXISTS")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+        model = context.model or (options.model if options else None)
+        if model is None:
+            raise ValidationError("the session file records no model; pass options with one")
+        limits = self.limits
+        messages, first_index = _tail(context.messages, limits.carried_message_bytes)
+        config = ConversationConfig(
+            system_prompt=context.system_prompt or "",
+            model=model,
+            thinking_level=context.thinking_level,
+            tool_names=list(context.active_tools or []),
+            **(
+                {}
+                if options is None
+                else {"steering_mode": options.steering_mode, "follow_up_mode": options.follow_up_mode}
+            ),
+        )
+        inp = ConversationInput(
+            session_id=session_id,
+            config=config,
+            limits=limits,
+            messages=messages,
+            first_message_index=first_index,
+            leaf_id=leaf_id,
+            session_created=True,
+            session_metadata=dict(header.metadata),
+            stats=stats,
+        )
+        return await self._start(inp)
+
+
+def _tail(messages: list[Message], max_bytes: int) -> tuple[list[Message], int]:
+    kept: list[Message] = []
+    total = 0
+    for message in reversed(messages):
+        size = len(message.model_dump_json())
+        if total + size > max_bytes:
+            break
+        kept.append(message)
+        total += size
+    kept.reverse()
+    return kept, len(messages) - len(kept)
+
+
+class DurableAgent:
+    """A durable conversation, with the in-process ``Agent``'s methods."""
+
+    def __init__(self, agents: AgentClient, handle: WorkflowHandle[Any, Any]) -> None:
+        self.agents = agents
+        self.client = agents.client
+        self.handle = handle
+        self.session_id = handle.id
+        self._subscriptions: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------------------- plumbing
+
+    async def _update(self, name: str, request: BaseModel, request_id: str) -> Accepted:
+        try:
+            return await self.handle.execute_update(
+                name, request, id=request_id or None, result_type=Accepted
+            )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError):
+                raise AgentError.from_code(cause.type, cause.message) from None
+            raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+        except RPCError as err:
+            raise self._map_rpc(err) from None
+
+    async def _signal(self, name: str, payload: BaseModel) -> None:
+        try:
+            await self.handle.signal(name, payload)
+        except RPCError as err:
+            raise self._map_rpc(err) from None
+
+    async def _query(self, name: str, arg: BaseModel | None, result_type: type[T]) -> T:
+        try:
+            if arg is None:
+                return await self.handle.query(name, result_type=result_type)
+            return await self.handle.query(name, arg, result_type=result_type)
+        except RPCError as err:
+            raise self._map_rpc(err) from None
+
+    def _map_rpc(self, err: RPCError) -> Exception:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return AgentNotFoundError(f"no running conversation with session id {self.session_id!r}")
+        return err
+
+    # ------------------------------------------------------------------------------- commands
+
+    async def prompt(
+        self, value: PromptInput, images: Sequence[ImageContent] | None = None, *, id: str | None = None
+    ) -> Accepted:
+        """Start a run. Returns once accepted (not when the run ends: ``wait_for_idle`` for that).
+
+        ``id`` makes the call idempotent: a repeat with the same id is applied once."""
+        messages = user_messages(value, images)
+        request_id = id or _new_id()
+        return await self._update("prompt", PromptRequest(id=request_id, messages=messages), request_id)
+
+    async def continue_(self, *, id: str | None = None) -> Accepted:
+        request_id = id or _new_id()
+        return await self._update("continue", CommandRequest(id=request_id), request_id)
+
+    async def reset(self, *, id: str | None = None) -> Accepted:
+        request_id = id or _new_id()
+        return await self._update("reset", CommandRequest(id=request_id), request_id)
+
+    async def set_model(self, model: Model) -> Accepted:
+        request_id = _new_id()
+        return await self._update("set_model", SetModelRequest(id=request_id, model=model), request_id)
+
+    async def set_thinking_level(self, level: ThinkingLevel | str) -> Accepted:
+        request_id = _new_id()
+        request = SetThinkingLevelRequest(id=request_id, thinking_level=ThinkingLevel(level))
+        return await self._update("set_thinking_level", request, request_id)
+
+    async def set_tools(self, tools: Sequence[AgentTool | ToolSpec | str]) -> Accepted:
+        request_id = _new_id()
+        return await self._update(
+            "set_tools", SetToolsRequest(id=request_id, tools=_tool_names(tools)), request_id
+        )
+
+    async def set_system_prompt(self, system_prompt: str) -> Accepted:
+        request_id = _new_id()
+        request = SetSystemPromptRequest(id=request_id, system_prompt=system_prompt)
+        return await self._update("set_system_prompt", request, request_id)
+
+    async def steer(self, message: str | UserMessage, *, id: str | None = None) -> str:
+        """Queue a steering message (taken after the current turn); returns its id."""
+        item = QueuedMessage(id=id or _new_id(), message=user_messages(message)[0])
+        await self._signal("steer", item)
+        return item.id
+
+    async def follow_up(self, message: str | UserMessage, *, id: str | None = None) -> str:
+        """Queue a follow-up (taken when the agent would otherwise stop); returns its id."""
+        item = QueuedMessage(id=id or _new_id(), message=user_messages(message)[0])
+        await self._signal("follow_up", item)
+        return item.id
+
+    async def abort(self, reason: str | None = None) -> None:
+        await self._signal("abort", AbortRequest(id=_new_id(), reason=reason))
+
+    async def wait_for_idle(self, timeout: float | None = None) -> Accepted:
+        """Wait until no run is active and every entry is in the session file."""
+        request_id = _new_id()
+        waiting = self._update("wait_for_idle", CommandRequest(id=request_id), request_id)
+        return await asyncio.wait_for(waiting, timeout) if timeout else await waiting
+
+    # ------------------------------------------------------------------------------- queries
+
+    async def get_state(self) -> DurableState:
+        return await self._query("get_state", None, DurableState)
+
+    async def get_messages(self, start: int = 0, end: int | None = None) -> MessagesPage:
+        return await self._query("get_messages", MessagesQuery(start=start, end=end), MessagesPage)
+
+    async def get_session_stats(self) -> SessionStats:
+        return await self._query("get_session_stats", None, SessionStats)
+
+    async def get_queues(self) -> QueuesState:
+        return await self._query("get_queues", None, QueuesState)
+
+    # ------------------------------------------------------------------------------- events
+
+    async def events(
+        self, from_offset: int = 0, *, poll_cooldown: timedelta = timedelta(milliseconds=20)
+    ) -> AsyncIterator[tuple[int, AgentEvent]]:
+        """Every event from ``from_offset`` on, with its offset, following continue-as-new.
+
+        Resume after a disconnect by passing the last offset seen plus one: nothing is lost or repeated
+        (as long as the offset is still retained by the workflow)."""
+        stream = WorkflowStreamClient.create(self.client, self.session_id)
+        async for item in stream.subscribe(
+            [EVENTS_TOPIC], from_offset=from_offset, poll_cooldown=poll_cooldown
+        ):
+            yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
+
+    async def event_offset(self) -> int:
+        return await WorkflowStreamClient.create(self.client, self.session_id).get_offset()
+
+    async def subscribe(self, listener: Listener, *, from_offset: int | None = None) -> Callable[[], None]:
+        """Call ``listener(event, signal)`` for every event from now on (or ``from_offset``), in order.
+
+        Returns the unsubscribe function. Listeners may be sync or async."""
+        start = await self.event_offset() if from_offset is None else from_offset
+
+        async def pump() -> None:
+            async for _, event in self.events(start):
+                result = listener(event, None)
+                if inspect.isawaitable(result):
+                    await result
+
+        task = asyncio.create_task(pump())
+        self._subscriptions.add(task)
+        task.add_done_callback(self._subscriptions.discard)
+
+        def unsubscribe() -> None:
+            task.cancel()
+
+        return unsubscribe
+
+    async def close(self) -> None:
+        """Stop every subscription of this handle."""
+        for task in list(self._subscriptions):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

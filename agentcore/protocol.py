@@ -1,0 +1,258 @@
+"""The durable conversation's wire contract: workflow input, update/signal payloads, query results.
+
+Shared by the client (``agentcore.client``), the workflow (``workflows/conversation.py``) and the
+activities. Defined here, not in the workflow module, because the workflow sandbox re-executes its
+module on every run and pydantic model construction there is expensive; this module is passed through.
+
+Every model ignores unknown fields and gives new fields defaults: these payloads are recorded in
+running workflow histories, so old histories must keep decoding after an upgrade.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .messages import AssistantMessage, Message, UserMessage, WireModel
+from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
+from .session.entries import SessionEntry
+from .session.stats import SessionStats
+from .tools import ToolSpec
+
+WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
+EVENTS_TOPIC = "events"
+
+# Update, signal and query names (don't rename: recorded in histories).
+UPDATE_PROMPT = "prompt"
+UPDATE_CONTINUE = "continue"
+UPDATE_RESET = "reset"
+UPDATE_SET_MODEL = "set_model"
+UPDATE_SET_THINKING_LEVEL = "set_thinking_level"
+UPDATE_SET_TOOLS = "set_tools"
+UPDATE_SET_SYSTEM_PROMPT = "set_system_prompt"
+UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
+SIGNAL_STEER = "steer"
+SIGNAL_FOLLOW_UP = "follow_up"
+SIGNAL_ABORT = "abort"
+QUERY_STATE = "get_state"
+QUERY_MESSAGES = "get_messages"
+QUERY_STATS = "get_session_stats"
+QUERY_QUEUES = "get_queues"
+
+
+class ConversationLimits(WireModel):
+    """SPEC-9.1 limits, plus when to continue-as-new."""
+
+    max_messages: int = 1000
+    max_messages_per_minute: int = 100
+    max_concurrent_tools: int = 10
+    # Continue-as-new between runs once history passes this many events (or when the server suggests).
+    continue_as_new_after_events: int = 8_000
+    # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
+    retained_events: int = 500
+    # Messages carried across continue-as-new are capped by size; the session file has them all.
+    carried_message_bytes: int = 256 * 1024
+    # Activity timeouts (seconds). Tests shrink the heartbeats to make worker crashes visible fast.
+    llm_timeout_seconds: float = 600.0
+    llm_heartbeat_seconds: float = 10.0
+    llm_max_attempts: int = 8
+    tool_heartbeat_seconds: float = 10.0
+    tool_max_attempts: int = 5
+
+
+class ConversationConfig(WireModel):
+    system_prompt: str = ""
+    model: Model
+    thinking_level: ThinkingLevel = ThinkingLevel.OFF
+    tools: list[ToolSpec] = Field(default_factory=list)
+    # Tool names asked for but not yet described by the worker's registry (resolved on start).
+    tool_names: list[str] = Field(default_factory=list)
+    steering_mode: QueueMode = QueueMode.ONE_AT_A_TIME
+    follow_up_mode: QueueMode = QueueMode.ONE_AT_A_TIME
+    tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+
+class QueuedMessage(WireModel):
+    """A steering or follow-up message with its client-made id (a repeat is applied once)."""
+
+    id: str
+    message: UserMessage
+
+
+class PendingRun(WireModel):
+    id: str
+    kind: Literal["prompt", "continue"]
+    messages: list[Message] = Field(default_factory=list)
+    # continue from an assistant tail: the messages came from the steering queue (pi's rule).
+    skip_initial_steering_poll: bool = False
+
+
+class ConversationInput(WireModel):
+    """Start input, and the carry-over of a continue-as-new."""
+
+    session_id: str
+    config: ConversationConfig
+    limits: ConversationLimits = Field(default_factory=ConversationLimits)
+    # The transcript held in memory (all of it, or its tail after continue-as-new).
+    messages: list[Message] = Field(default_factory=list)
+    first_message_index: int = 0
+    leaf_id: str | None = None
+    # Entries created by the workflow but not yet known to be in the session file.
+    unwritten: list[SessionEntry] = Field(default_factory=list)
+    session_created: bool = False
+    session_metadata: dict[str, Any] = Field(default_factory=dict)
+    steering_queue: list[QueuedMessage] = Field(default_factory=list)
+    follow_up_queue: list[QueuedMessage] = Field(default_factory=list)
+    # A run (prompt or continue) that was accepted but not started before continue-as-new.
+    pending_run: PendingRun | None = None
+    seen_ids: list[str] = Field(default_factory=list)
+    recent_message_times: list[int] = Field(default_factory=list)
+    error_message: str | None = None
+    search_attributes: bool = False
+    run_count: int = 0
+    stats: SessionStats | None = None
+
+
+class PromptRequest(WireModel):
+    id: str
+    messages: list[UserMessage]
+
+
+class CommandRequest(WireModel):
+    """``continue``, ``reset``: only an id, so a retried request is applied once."""
+
+    id: str = ""
+
+
+class SetModelRequest(WireModel):
+    id: str = ""
+    model: Model
+
+
+class SetThinkingLevelRequest(WireModel):
+    id: str = ""
+    thinking_level: ThinkingLevel
+
+
+class SetToolsRequest(WireModel):
+    id: str = ""
+    tools: list[str]
+
+
+class SetSystemPromptRequest(WireModel):
+    id: str = ""
+    system_prompt: str
+
+
+class AbortRequest(WireModel):
+    id: str = ""
+    reason: str | None = None
+
+
+class Accepted(WireModel):
+    """What an accepted update returns."""
+
+    id: str
+    status: Literal["accepted", "duplicate"] = "accepted"
+    message_count: int = 0
+
+
+class MessagesQuery(WireModel):
+    start: int = 0
+    end: int | None = None
+
+
+class MessagesPage(WireModel):
+    messages: list[Message]
+    start: int
+    total: int
+
+
+class QueuesState(WireModel):
+    steering: list[QueuedMessage]
+    follow_up: list[QueuedMessage]
+
+
+class DurableState(WireModel):
+    """``get_state``: SPEC-1.1 fields plus what an operator needs."""
+
+    session_id: str
+    system_prompt: str
+    model: Model
+    thinking_level: ThinkingLevel
+    tools: list[ToolSpec]
+    messages: list[Message]
+    first_message_index: int = 0
+    message_count: int = 0
+    is_streaming: bool = False
+    streaming_message: AssistantMessage | None = None
+    pending_tool_calls: list[str] = Field(default_factory=list)
+    error_message: str | None = None
+    status: Literal["idle", "running", "aborting"] = "idle"
+    steering_queue_length: int = 0
+    follow_up_queue_length: int = 0
+    event_offset: int = 0
+    leaf_id: str | None = None
+
+
+# ------------------------------------------------------------------------------------ activity inputs
+
+
+class SessionCreate(WireModel):
+    """How to create the session file if it does not exist yet (first write of a conversation)."""
+
+    cwd: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StreamInput(WireModel):
+    """``llm.stream``: references, not the transcript (history stays flat per turn).
+
+    The activity appends ``entries`` (idempotent on id), rebuilds the context at ``leaf_id`` from the
+    session file, calls the provider, appends the assistant message as ``result_entry_id`` and returns it.
+    """
+
+    session_id: str
+    model: Model
+    system_prompt: str = ""
+    thinking_level: ThinkingLevel = ThinkingLevel.OFF
+    tool_names: list[str] = Field(default_factory=list)
+    entries: list[SessionEntry] = Field(default_factory=list)
+    leaf_id: str | None = None
+    result_entry_id: str
+    max_tokens: int | None = None
+    temperature: float | None = None
+    create: SessionCreate | None = None
+
+
+class StreamResult(WireModel):
+    message: AssistantMessage
+    # How many message_update events the activity already published to the stream itself.
+    deltas_published: int = 0
+
+
+class ToolCallInput(WireModel):
+    session_id: str
+    tool_name: str
+    tool_call_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    retry_safe: bool = True
+    timeout_seconds: float
+
+
+class AppendInput(WireModel):
+    session_id: str
+    entries: list[SessionEntry]
+    create: SessionCreate | None = None
+
+
+class DescribeToolsInput(WireModel):
+    names: list[str]
+
+
+class DescribeToolsResult(WireModel):
+    tools: list[ToolSpec]
+    unknown: list[str] = Field(default_factory=list)

@@ -1,0 +1,15 @@
+"""Temporal glue used by the client and the worker (the rest of ``agentcore`` imports no Temporal)."""
+
+from __future__ import annotations
+
+from .connect import DATA_CONVERTER, connect, ensure_data_converter, search_attribute_keys
+from .devserver import DevServer, find_temporal_binary
+
+__all__ = [
+    "DATA_CONVERTER",
+    "DevServer",
+    "connect",
+    "ensure_data_converter",
+    "find_temporal_binary",
+    "search_attribute_keys",
+]

@@ -1,0 +1,43 @@
+"""Connecting to Temporal with the converter agentcore's payloads need."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from ..search_attributes import SEARCH_ATTRIBUTES
+
+# Every payload (workflow input, activity results, events) is a pydantic model.
+DATA_CONVERTER = pydantic_data_converter
+
+
+async def connect(address: str | None = None, *, namespace: str | None = None, **kwargs: Any) -> Client:
+    """Connect with the pydantic data converter. Defaults: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE``."""
+    kwargs.setdefault("data_converter", DATA_CONVERTER)
+    return await Client.connect(
+        address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
+        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
+        **kwargs,
+    )
+
+
+def ensure_data_converter(client: Client) -> Client:
+    """The same connection with the pydantic converter (a client made without it cannot decode us)."""
+    if client.data_converter.payload_converter_class is DATA_CONVERTER.payload_converter_class:
+        return client
+    config = client.config()
+    config["data_converter"] = DATA_CONVERTER
+    return Client(**config)
+
+
+def search_attribute_keys() -> dict[str, SearchAttributeKey[Any]]:
+    makers = {
+        "Keyword": SearchAttributeKey.for_keyword,
+        "Int": SearchAttributeKey.for_int,
+        "Double": SearchAttributeKey.for_float,
+    }
+    return {name: makers[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}

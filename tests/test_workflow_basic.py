@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio.client import Client
+
+from agentcore import AgentOptions
+from agentcore.session import JsonlSessionStorage
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from tests.durable_support import add_tool, collect_run, running_worker
+
+
+async def test_tool_turn_reaches_state_events_and_session_file(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    model = ScriptedModel([tool_calls([("add", {"a": 2, "b": 3})]), text("The sum is 5.")])
+    async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:
+        agent = await h.agents.start(
+            "s1", AgentOptions(model=scripted_model(), tools=["add"], system_prompt="Be brief.")
+        )
+        accepted = await agent.prompt("What is 2 + 3?")
+        assert accepted.status == "accepted"
+        events = await collect_run(agent)
+        await agent.wait_for_idle()
+        state = await agent.get_state()
+        assert [m.role for m in state.messages] == ["user", "assistant", "toolResult", "assistant"]
+        assert state.messages[-1].text == "The sum is 5."
+        assert state.messages[2].text == "5.0"
+        assert not state.is_streaming
+        types = [e.type for e in events]
+        assert types[0] == "agent_start" and types[-1] == "agent_end"
+        assert "tool_execution_start" in types and "tool_execution_end" in types
+        with JsonlSessionStorage.open(h.session_path("s1")) as storage:
+            context = storage.build_context()
+            assert [m.model_dump() for m in context.messages] == [m.model_dump() for m in state.messages]
+            assert context.system_prompt == "Be brief."
+            assert context.active_tools == ["add"]

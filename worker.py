@@ -1,0 +1,116 @@
+"""The agentcore worker: the conversation workflow, its activities, and your tools.
+
+    python worker.py            # TEMPORAL_ADDRESS set: serve that cluster; unset: embedded dev server
+
+Environment: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``AGENTCORE_TASK_QUEUE`` (default
+``agentcore``), ``AGENTCORE_SESSIONS_DIR`` (default ``.agentcore/sessions``), ``AGENTCORE_DATA_DIR``
+(embedded server's SQLite file and the demo database; default ``.agentcore``), ``AGENTCORE_DEMO_DB``,
+provider keys ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` (read at call time, never stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
+from agentcore.runtime import StreamFn
+from agentcore.state import GetApiKey
+from agentcore.temporal import DevServer, ensure_data_converter
+from agentcore.tools import AgentTool, ToolRegistry
+from workflows import ConversationWorkflow
+from workflows.policies import HEARTBEAT_THROTTLE
+
+DEFAULT_TASK_QUEUE = "agentcore"
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    # agentcore is deterministic library code (no I/O at import, clock and ids injected): pass it
+    # through so its pydantic models are built once per process, not once per workflow run.
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("agentcore", "orjson")
+    )
+
+
+def create_worker(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    tools: Sequence[AgentTool] = (),
+    sessions_dir: str | Path = ".agentcore/sessions",
+    stream_fn: StreamFn | None = None,
+    get_api_key: GetApiKey | None = None,
+    **worker_options: Any,
+) -> Worker:
+    """A ``temporalio.worker.Worker`` serving conversations on ``task_queue``.
+
+    ``tools`` is the registry the conversations' ``AgentOptions.tools`` name; ``stream_fn`` replaces
+    the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
+    """
+    client = ensure_data_converter(client)
+    registry = ToolRegistry(list(tools))
+    store = SessionStore(sessions_dir)
+    llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
+    tool_activities = ToolActivities(registry)
+    session = SessionActivities(store)
+    worker_options.setdefault("workflow_runner", workflow_runner())
+    worker_options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
+    worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
+    # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
+    worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[ConversationWorkflow],
+        activities=[
+            llm.stream,
+            tool_activities.execute,
+            tool_activities.describe,
+            session.append,
+        ],
+        **worker_options,
+    )
+
+
+def _demo_tools(data_dir: Path) -> list[AgentTool]:
+    try:
+        from agentcore.demo import demo_tools
+    except ImportError:  # pragma: no cover - the demo ships with the package
+        return []
+    return list(demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))))
+
+
+async def main() -> None:
+    data_dir = Path(os.environ.get("AGENTCORE_DATA_DIR", ".agentcore"))
+    sessions_dir = os.environ.get("AGENTCORE_SESSIONS_DIR", str(data_dir / "sessions"))
+    task_queue = os.environ.get("AGENTCORE_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    server: DevServer | None = None
+    if os.environ.get("TEMPORAL_ADDRESS"):
+        from agentcore.temporal import connect
+
+        client = await connect()
+    else:
+        server = await DevServer(data_dir, port=7233, ui_port=8233).start()
+        client = server.client
+        print(f"embedded Temporal dev server on {server.address}, Web UI http://localhost:8233")
+    try:
+        worker = create_worker(
+            client, task_queue=task_queue, tools=_demo_tools(data_dir), sessions_dir=sessions_dir
+        )
+        print(f"worker serving task queue {task_queue!r}, sessions in {sessions_dir}")
+        await worker.run()
+    finally:
+        if server is not None:
+            await server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

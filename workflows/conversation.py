@@ -1,0 +1,570 @@
+"""One conversation = one workflow (id = session id), running the same agent loop as ``Agent``.
+
+Commands that can be refused are Updates whose validators refuse (AGENT_BUSY, INVALID_MESSAGE_ROLE,
+RATE_LIMITED, validation errors) before anything reaches history; steering, follow-ups and abort are
+Signals; state is read through Queries. Every loop event goes to a Workflow Stream (topic
+``events``) with offsets; the model activity publishes its deltas to the same stream.
+
+Determinism: ids and time come from ``workflow.uuid4()`` / ``workflow.now()`` (through
+``TemporalRuntime`` and ``Transcript``), so a replay rebuilds the same entries with the same ids.
+Pydantic models live in ``agentcore`` (passed through), never in this module: the sandbox re-executes
+this module for every run.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    import orjson
+
+    from agentcore import errors
+    from agentcore.events import AgentEvent, MessageUpdateEvent
+    from agentcore.loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
+    from agentcore.messages import AssistantMessage, Message
+    from agentcore.model import QueueMode
+    from agentcore.protocol import (
+        EVENTS_TOPIC,
+        WORKFLOW_NAME,
+        Accepted,
+        AbortRequest,
+        AppendInput,
+        CommandRequest,
+        ConversationInput,
+        DescribeToolsInput,
+        DescribeToolsResult,
+        DurableState,
+        MessagesPage,
+        MessagesQuery,
+        PendingRun,
+        PromptRequest,
+        QueuedMessage,
+        QueuesState,
+        SessionCreate,
+        SetModelRequest,
+        SetSystemPromptRequest,
+        SetThinkingLevelRequest,
+        SetToolsRequest,
+    )
+    from agentcore.runtime import AbortSignal
+    from agentcore.session.entries import (
+        SYSTEM_PROMPT_CUSTOM_TYPE,
+        ActiveToolsChangeEntry,
+        CustomEntry,
+        ModelChangeEntry,
+        ThinkingLevelChangeEntry,
+    )
+    from agentcore.session.stats import SessionStats, add_message_to_stats
+    from agentcore.transcript import Transcript
+
+from . import policies
+from .runtime import TemporalRuntime
+
+SEEN_IDS_KEPT = 2_000
+APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
+DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+def _refuse(code: str, message: str) -> ApplicationError:
+    # ``type`` carries the spec's code so the client rebuilds the same typed error.
+    return ApplicationError(message, type=code, non_retryable=True)
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class ConversationWorkflow:
+    @workflow.init
+    def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
+        self.stream = WorkflowStream(prior_state=stream_state)
+        self.events = self.stream.topic(EVENTS_TOPIC)
+        self.session_id = inp.session_id
+        self.config = inp.config
+        self.limits = inp.limits
+        self.session_created = inp.session_created
+        self.session_metadata = inp.session_metadata
+        self.runtime = TemporalRuntime(self)
+        self.transcript = Transcript(
+            new_id=self.runtime.new_id,
+            now_ms=self.runtime.now_ms,
+            messages=inp.messages,
+            first_message_index=inp.first_message_index,
+            leaf_id=inp.leaf_id,
+            unwritten=inp.unwritten,
+        )
+        self.stats: SessionStats = inp.stats or SessionStats()
+        self.steering: list[QueuedMessage] = list(inp.steering_queue)
+        self.follow_up: list[QueuedMessage] = list(inp.follow_up_queue)
+        self.pending_run: PendingRun | None = inp.pending_run
+        self.seen_ids: OrderedDict[str, None] = OrderedDict((i, None) for i in inp.seen_ids)
+        self.recent_message_times: list[int] = list(inp.recent_message_times)
+        self.error_message = inp.error_message
+        self.search_attributes = inp.search_attributes
+        self.run_count = inp.run_count
+        self.running = False
+        self.abort_signal: AbortSignal | None = None
+        self.streaming_message: AssistantMessage | None = None
+        self.pending_tool_calls: set[str] = set()
+        self.write_blocked = False
+
+    # ------------------------------------------------------------------------------------- main loop
+
+    @workflow.run
+    async def run(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
+        if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
+            self._record_initial_settings(inp)
+        if self.config.tool_names:
+            await self._describe_tools(self.config.tool_names)
+        self._set_details()
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    self.pending_run is not None
+                    or (bool(self.transcript.unwritten) and not self.write_blocked)
+                    or self._continue_as_new_due()
+                )
+            )
+            if self.pending_run is not None:
+                await self._run_agent(self.pending_run)
+            if self.transcript.unwritten and not self.write_blocked:
+                await self._flush()
+            if self.pending_run is None and self._continue_as_new_due():
+                await self._continue_as_new()
+
+    def _record_initial_settings(self, inp: ConversationInput) -> None:
+        # The session file alone must rebuild the conversation: settings become entries up front.
+        self.transcript.add(ModelChangeEntry(model=self.config.model))
+        self.transcript.add(ThinkingLevelChangeEntry(thinking_level=self.config.thinking_level))
+        if self.config.tool_names or self.config.tools:
+            names = self.config.tool_names or [tool.name for tool in self.config.tools]
+            self.transcript.add(ActiveToolsChangeEntry(active_tools=names))
+        messages, self.transcript.messages = self.transcript.messages, []
+        for message in messages:
+            self.transcript.add_message(message)
+            self.stats = add_message_to_stats(self.stats, message)
+
+    async def _run_agent(self, run: PendingRun) -> None:
+        self.pending_run = None
+        self.running = True
+        self.abort_signal = AbortSignal()
+        self.error_message = None
+        self.write_blocked = False
+        self.run_count += 1
+        self._set_details()
+        context = AgentContext(
+            system_prompt=self.config.system_prompt,
+            messages=list(self.transcript.messages),
+            tools=list(self.config.tools),
+        )
+        config = AgentLoopConfig(
+            model=self.config.model,
+            thinking_level=self.config.thinking_level,
+            tool_execution=self.config.tool_execution,
+            runtime=self.runtime,
+            get_steering_messages=self._take_steering,
+            get_follow_up_messages=self._take_follow_up,
+            max_concurrent_tools=self.limits.max_concurrent_tools,
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
+            session_id=self.session_id,
+        )
+        if run.kind == "prompt":
+            events = agent_loop(list(run.messages), context, config, self.abort_signal)
+        else:
+            events = agent_loop_continue(context, config, self.abort_signal)
+        try:
+            async for event in events:
+                self._apply(event)
+                self._publish(event)
+        finally:
+            self.running = False
+            self.abort_signal = None
+            self.streaming_message = None
+            self.pending_tool_calls.clear()
+            self._truncate_events()
+            self._set_details()
+
+    def _apply(self, event: AgentEvent) -> None:
+        """The state reducer (as pi's Agent): streaming message, transcript, pending tools, errors."""
+        if event.type == "message_start":
+            if isinstance(event.message, AssistantMessage):
+                self.streaming_message = event.message
+        elif event.type == "message_end":
+            self.streaming_message = None
+            written = self.runtime.written_message
+            written_as = None
+            if written is not None and written[0] is event.message:
+                written_as = written[1]
+                self.runtime.written_message = None
+            self.transcript.add_message(event.message, written_as=written_as)
+            self.stats = add_message_to_stats(self.stats, event.message)
+        elif event.type == "tool_execution_start":
+            self.pending_tool_calls.add(event.tool_call_id)
+        elif event.type == "tool_execution_end":
+            self.pending_tool_calls.discard(event.tool_call_id)
+        elif event.type == "turn_end":
+            message = event.message
+            if isinstance(message, AssistantMessage) and message.error_message:
+                self.error_message = message.error_message
+
+    def _publish(self, event: AgentEvent) -> None:
+        if isinstance(event, MessageUpdateEvent) and event.message is not None:
+            # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
+            event = event.model_copy(update={"message": None})
+        self.events.publish(event)
+
+    def _take_steering(self) -> list[Message]:
+        return self._take(self.steering, self.config.steering_mode)
+
+    def _take_follow_up(self) -> list[Message]:
+        return self._take(self.follow_up, self.config.follow_up_mode)
+
+    @staticmethod
+    def _take(queue: list[QueuedMessage], mode: QueueMode) -> list[Message]:
+        if not queue:
+            return []
+        taken = queue[:] if mode == QueueMode.ALL else queue[:1]
+        del queue[: len(taken)]
+        return [item.message for item in taken]
+
+    # ---------------------------------------------------------------------------------- session file
+
+    def session_create(self) -> SessionCreate | None:
+        """How to create the session file, until an activity has created it."""
+        if self.session_created:
+            return None
+        metadata = {"system_prompt": self.config.system_prompt, **self.session_metadata}
+        return SessionCreate(cwd=metadata.pop("cwd", None), metadata=metadata)
+
+    async def _flush(self) -> None:
+        entries = list(self.transcript.unwritten)
+        try:
+            await workflow.execute_activity(
+                APPEND_ACTIVITY,
+                AppendInput(session_id=self.session_id, entries=entries, create=self.session_create()),
+                start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                retry_policy=policies.SESSION_WRITE.retry,
+                summary=f"append {len(entries)} entries",
+            )
+        except ActivityError as err:
+            # Keep the entries (nothing is lost) and stop retrying until something changes.
+            self.write_blocked = True
+            self.error_message = f"Session file write failed: {err.cause or err}"
+            self._set_details()
+            return
+        self.transcript.mark_written(entries)
+        self.session_created = True
+
+    async def _describe_tools(self, names: list[str]) -> list[str]:
+        result = await workflow.execute_activity(
+            DESCRIBE_TOOLS_ACTIVITY,
+            DescribeToolsInput(names=names),
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=policies.DESCRIBE_TOOLS.start_to_close,
+            retry_policy=policies.DESCRIBE_TOOLS.retry,
+            summary=f"describe {', '.join(names)}",
+        )
+        if not result.unknown:
+            self.config.tools = result.tools
+            self.config.tool_names = []
+        return result.unknown
+
+    # ------------------------------------------------------------------------------ continue-as-new
+
+    def _continue_as_new_due(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or (
+            info.get_current_history_length() >= self.limits.continue_as_new_after_events
+        )
+
+    async def _continue_as_new(self) -> None:
+        self.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.pending_run is not None:
+            return  # a prompt landed while handlers drained: run it first, roll over after
+        self._truncate_events(keep=self.limits.retained_events // 5)
+        messages, first_index = self.transcript.carry_tail(
+            self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
+        )
+        carry = ConversationInput(
+            session_id=self.session_id,
+            config=self.config,
+            limits=self.limits,
+            messages=messages,
+            first_message_index=first_index,
+            leaf_id=self.transcript.leaf_id,
+            unwritten=self.transcript.unwritten,
+            session_created=self.session_created,
+            session_metadata=self.session_metadata,
+            steering_queue=self.steering,
+            follow_up_queue=self.follow_up,
+            seen_ids=list(self.seen_ids),
+            recent_message_times=self.recent_message_times,
+            error_message=self.error_message,
+            search_attributes=self.search_attributes,
+            run_count=self.run_count,
+            stats=self.stats,
+        )
+        workflow.continue_as_new(args=[carry, self.stream.get_state()])
+
+    def _truncate_events(self, keep: int | None = None) -> None:
+        retained = self.limits.retained_events if keep is None else keep
+        end = self.stream._on_offset()  # the stream's own offset query; there is no public getter
+        if end - retained > 0:
+            self.stream.truncate(end - retained)
+
+    # ------------------------------------------------------------------------------------ updates
+
+    def _busy(self) -> bool:
+        return self.running or self.pending_run is not None
+
+    def _seen(self, request_id: str) -> bool:
+        return bool(request_id) and request_id in self.seen_ids
+
+    def _remember(self, request_id: str) -> None:
+        if not request_id:
+            return
+        self.seen_ids[request_id] = None
+        while len(self.seen_ids) > SEEN_IDS_KEPT:
+            self.seen_ids.popitem(last=False)
+
+    def _check_rate(self, incoming: int) -> None:
+        limits = self.limits
+        if self.transcript.message_count + incoming > limits.max_messages:
+            raise _refuse(
+                errors.RATE_LIMITED,
+                f"Conversation holds {self.transcript.message_count} messages; the limit is {limits.max_messages} "
+                "(SPEC-9.1). Start a new session or fork this one.",
+            )
+        now = self.runtime.now_ms()
+        recent = [t for t in self.recent_message_times if now - t < 60_000]
+        if len(recent) + incoming > limits.max_messages_per_minute:
+            wait = 60 - (now - recent[0]) / 1000 if recent else 60
+            raise _refuse(
+                errors.RATE_LIMITED,
+                f"Over {limits.max_messages_per_minute} messages per minute (SPEC-9.1); retry in {wait:.1f} s.",
+            )
+
+    def _count_messages(self, count: int) -> None:
+        now = self.runtime.now_ms()
+        self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
+        self.recent_message_times.extend([now] * count)
+
+    @workflow.update(name="prompt")
+    async def prompt(self, request: PromptRequest) -> Accepted:
+        if self._seen(request.id):
+            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
+        self._remember(request.id)
+        self._count_messages(len(request.messages))
+        self.pending_run = PendingRun(id=request.id, kind="prompt", messages=list(request.messages))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @prompt.validator
+    def _validate_prompt(self, request: PromptRequest) -> None:
+        if self._seen(request.id):
+            return
+        if self._busy():
+            raise _refuse(
+                errors.AGENT_BUSY, "Agent is already processing a prompt. Use steer() or follow_up()."
+            )
+        if not request.messages:
+            raise _refuse(errors.VALIDATION_ERROR, "messages: a prompt needs at least one message")
+        self._check_rate(len(request.messages))
+
+    @workflow.update(name="continue")
+    async def continue_(self, request: CommandRequest) -> Accepted:
+        if self._seen(request.id):
+            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
+        self._remember(request.id)
+        last = self.transcript.last_message
+        if isinstance(last, AssistantMessage):
+            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt.
+            queued = self._take_steering() or self._take_follow_up()
+            self.pending_run = PendingRun(
+                id=request.id, kind="prompt", messages=queued, skip_initial_steering_poll=True
+            )
+        else:
+            self.pending_run = PendingRun(id=request.id, kind="continue")
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @continue_.validator
+    def _validate_continue(self, request: CommandRequest) -> None:
+        if self._seen(request.id):
+            return
+        if self._busy():
+            raise _refuse(errors.AGENT_BUSY, "Agent is already processing. Wait for it to finish.")
+        last = self.transcript.last_message
+        if last is None:
+            raise _refuse(errors.INVALID_MESSAGE_ROLE, "No messages to continue from")
+        if isinstance(last, AssistantMessage) and not self.steering and not self.follow_up:
+            raise _refuse(errors.INVALID_MESSAGE_ROLE, "Cannot continue from message role: assistant")
+
+    @workflow.update(name="reset")
+    async def reset(self, request: CommandRequest) -> Accepted:
+        if not self._seen(request.id):
+            self._remember(request.id)
+            self.transcript.reset()
+            self.steering.clear()
+            self.follow_up.clear()
+            self.error_message = None
+            self.stats = SessionStats()
+            self._set_details()
+        return Accepted(id=request.id, message_count=0)
+
+    @reset.validator
+    def _validate_reset(self, request: CommandRequest) -> None:
+        if not self._seen(request.id) and self._busy():
+            raise _refuse(errors.AGENT_BUSY, "Cannot reset while the agent is running; abort it first.")
+
+    @workflow.update(name="set_model")
+    async def set_model(self, request: SetModelRequest) -> Accepted:
+        if self.config.model != request.model:
+            self.config.model = request.model
+            self.transcript.add(ModelChangeEntry(model=request.model))
+            self._set_details()
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_model.validator
+    def _validate_set_model(self, request: SetModelRequest) -> None:
+        self._refuse_if_busy("set_model")
+
+    @workflow.update(name="set_thinking_level")
+    async def set_thinking_level(self, request: SetThinkingLevelRequest) -> Accepted:
+        if self.config.thinking_level != request.thinking_level:
+            self.config.thinking_level = request.thinking_level
+            self.transcript.add(ThinkingLevelChangeEntry(thinking_level=request.thinking_level))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_thinking_level.validator
+    def _validate_set_thinking_level(self, request: SetThinkingLevelRequest) -> None:
+        self._refuse_if_busy("set_thinking_level")
+
+    @workflow.update(name="set_tools")
+    async def set_tools(self, request: SetToolsRequest) -> Accepted:
+        unknown = await self._describe_tools(list(request.tools)) if request.tools else []
+        if unknown:
+            raise _refuse(errors.TOOL_NOT_FOUND, f"No worker registers the tool(s): {', '.join(unknown)}")
+        if not request.tools:
+            self.config.tools = []
+        self.transcript.add(ActiveToolsChangeEntry(active_tools=list(request.tools)))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_tools.validator
+    def _validate_set_tools(self, request: SetToolsRequest) -> None:
+        self._refuse_if_busy("set_tools")
+        bad = [name for name in request.tools if not name.isidentifier()]
+        if bad:
+            raise _refuse(errors.VALIDATION_ERROR, f"tools: invalid tool name(s) {bad}")
+
+    @workflow.update(name="set_system_prompt")
+    async def set_system_prompt(self, request: SetSystemPromptRequest) -> Accepted:
+        if self.config.system_prompt != request.system_prompt:
+            self.config.system_prompt = request.system_prompt
+            self.transcript.add(
+                CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=request.system_prompt)
+            )
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_system_prompt.validator
+    def _validate_set_system_prompt(self, request: SetSystemPromptRequest) -> None:
+        self._refuse_if_busy("set_system_prompt")
+
+    def _refuse_if_busy(self, what: str) -> None:
+        if self._busy():
+            raise _refuse(errors.AGENT_BUSY, f"Cannot {what} while the agent is running.")
+
+    @workflow.update(name="wait_for_idle")
+    async def wait_for_idle(self, request: CommandRequest) -> Accepted:
+        await workflow.wait_condition(lambda: not self._busy() and not self.transcript.unwritten)
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    # ------------------------------------------------------------------------------------ signals
+
+    @workflow.signal(name="steer")
+    def steer(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._remember(item.id)
+            self._count_messages(1)
+            self.steering.append(item)
+
+    @workflow.signal(name="follow_up")
+    def follow_up_(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._remember(item.id)
+            self._count_messages(1)
+            self.follow_up.append(item)
+
+    @workflow.signal(name="abort")
+    def abort(self, request: AbortRequest) -> None:
+        if self.abort_signal is not None:
+            self.abort_signal.abort(request.reason or "aborted by user")
+            self._set_details()
+
+    # ------------------------------------------------------------------------------------ queries
+
+    @workflow.query(name="get_state")
+    def get_state(self) -> DurableState:
+        return DurableState(
+            session_id=self.session_id,
+            system_prompt=self.config.system_prompt,
+            model=self.config.model,
+            thinking_level=self.config.thinking_level,
+            tools=self.config.tools,
+            messages=self.transcript.messages,
+            first_message_index=self.transcript.first_message_index,
+            message_count=self.transcript.message_count,
+            is_streaming=self.running,
+            streaming_message=self.streaming_message,
+            pending_tool_calls=sorted(self.pending_tool_calls),
+            error_message=self.error_message,
+            status=self._status(),
+            steering_queue_length=len(self.steering),
+            follow_up_queue_length=len(self.follow_up),
+            event_offset=self.stream._on_offset(),
+            leaf_id=self.transcript.leaf_id,
+        )
+
+    @workflow.query(name="get_messages")
+    def get_messages(self, query: MessagesQuery) -> MessagesPage:
+        first = self.transcript.first_message_index
+        start = max(query.start, first)
+        end = (
+            self.transcript.message_count
+            if query.end is None
+            else min(query.end, self.transcript.message_count)
+        )
+        return MessagesPage(
+            messages=self.transcript.messages[start - first : max(start, end) - first],
+            start=start,
+            total=self.transcript.message_count,
+        )
+
+    @workflow.query(name="get_session_stats")
+    def get_session_stats(self) -> SessionStats:
+        return self.stats
+
+    @workflow.query(name="get_queues")
+    def get_queues(self) -> QueuesState:
+        return QueuesState(steering=self.steering, follow_up=self.follow_up)
+
+    # ------------------------------------------------------------------------------- operator view
+
+    def _status(self) -> Any:
+        if self.abort_signal is not None and self.abort_signal.aborted:
+            return "aborting"
+        return "running" if self.running else "idle"
+
+    def _set_details(self) -> None:
+        model = self.config.model
+        lines = [
+            f"**{self._status()}** · `{model.provider}/{model.id}` · {self.transcript.message_count} messages "
+            f"· ${self.stats.cost_total:.4f}",
+        ]
+        if self.error_message:
+            lines.append(f"error: {self.error_message}")
+        if self.steering or self.follow_up:
+            lines.append(f"queued: {len(self.steering)} steering, {len(self.follow_up)} follow-up")
+        workflow.set_current_details("\n\n".join(lines))

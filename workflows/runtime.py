@@ -1,0 +1,213 @@
+"""The agent loop's ``Runtime`` inside a workflow: model calls and tool calls are activities.
+
+Clock and ids come from ``workflow.now()`` / ``workflow.uuid4()``, so a replay makes the same ids and
+takes the same path. Abort cancels the in-flight activity with ``WAIT_CANCELLATION_COMPLETED``: the
+activity hands back its partial message (``stop_reason="aborted"``) instead of it being lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    import orjson
+
+    from agentcore.errors import EXECUTION_ERROR, EXECUTION_TIMEOUT, OUTCOME_UNKNOWN
+    from agentcore.events import (
+        StreamDone,
+        StreamError,
+        StreamEvent,
+        StreamStart,
+        TextDelta,
+        TextEnd,
+        TextStart,
+        ThinkingDelta,
+        ThinkingEnd,
+        ThinkingStart,
+        ToolCallEnd,
+        ToolCallStart,
+    )
+    from agentcore.messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
+    from agentcore.model import Model
+    from agentcore.protocol import StreamInput, StreamResult, ToolCallInput
+    from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
+    from agentcore.tool_exec import aborted_result, error_result
+    from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
+
+from . import policies
+
+if TYPE_CHECKING:
+    from .conversation import ConversationWorkflow
+
+LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
+TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
+
+
+class TemporalRuntime:
+    def __init__(self, conversation: ConversationWorkflow) -> None:
+        self.conversation = conversation
+        # The assistant message the last llm.stream activity already wrote, and its entry id: the
+        # workflow must not queue it for writing a second time.
+        self.written_message: tuple[AssistantMessage, str] | None = None
+
+    def now_ms(self) -> int:
+        return int(workflow.now().timestamp() * 1000)
+
+    def new_id(self) -> str:
+        return workflow.uuid4().hex
+
+    async def stream(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[StreamEvent]:
+        conversation = self.conversation
+        partial = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, timestamp=self.now_ms()
+        )
+        yield StreamStart(partial=partial)
+        signal: AbortSignal | None = options.signal
+        if signal is not None and signal.aborted:
+            yield _stream_error(partial, "aborted", "Request was aborted")
+            return
+        transcript = conversation.transcript
+        entries = list(transcript.unwritten)
+        result_entry_id = self.new_id()
+        activity_input = StreamInput(
+            session_id=conversation.session_id,
+            model=model,
+            system_prompt=context.system_prompt,
+            thinking_level=options.thinking_level,
+            tool_names=[tool.name for tool in context.tools],
+            entries=entries,
+            leaf_id=transcript.leaf_id,
+            result_entry_id=result_entry_id,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+            create=conversation.session_create(),
+        )
+        opts = policies.llm_call(conversation.limits)
+        handle = workflow.start_activity(
+            LLM_ACTIVITY,
+            activity_input,
+            result_type=StreamResult,
+            start_to_close_timeout=opts.start_to_close,
+            heartbeat_timeout=opts.heartbeat,
+            retry_policy=opts.retry,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"llm {model.provider}/{model.id}",
+        )
+        remove = signal.add_listener(handle.cancel) if signal is not None else None
+        try:
+            result = await handle
+        except ActivityError as err:
+            aborted = isinstance(err.cause, CancelledError)
+            yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
+            return
+        finally:
+            if remove is not None:
+                remove()
+        transcript.mark_written(entries)
+        conversation.session_created = True
+        message = result.message
+        self.written_message = (message, result_entry_id)
+        if result.deltas_published == 0:
+            # The call finished before the activity's first publish: give subscribers the deltas from
+            # the final message instead (one per block), without an extra signal per model call.
+            for event in _block_events(message):
+                yield event
+        if message.stop_reason in ("error", "aborted"):
+            yield StreamError(reason=message.stop_reason, error=message)  # type: ignore[arg-type]
+        else:
+            yield StreamDone(reason=message.stop_reason, message=message)  # type: ignore[arg-type]
+
+    async def run_tool(
+        self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
+    ) -> AgentToolResult:
+        # ``on_update`` progress is published by the activity itself, straight to the event stream.
+        spec = tool if isinstance(tool, ToolSpec) else tool.spec()
+        if signal.aborted:
+            return aborted_result(call.name)
+        opts = policies.tool_call(self.conversation.limits, spec.timeout_seconds, spec.retry_safe)
+        handle = workflow.start_activity(
+            TOOL_ACTIVITY,
+            ToolCallInput(
+                session_id=self.conversation.session_id,
+                tool_name=call.name,
+                tool_call_id=call.id,
+                arguments=call.arguments,
+                retry_safe=spec.retry_safe,
+                timeout_seconds=spec.timeout_seconds,
+            ),
+            result_type=AgentToolResult,
+            start_to_close_timeout=opts.start_to_close,
+            heartbeat_timeout=opts.heartbeat,
+            retry_policy=opts.retry,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"tool {call.name} {_digest(call.arguments)}",
+        )
+        remove = signal.add_listener(handle.cancel)
+        try:
+            return await handle
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                return aborted_result(call.name)
+            if not spec.retry_safe:
+                return error_result(
+                    OUTCOME_UNKNOWN,
+                    f'Tool "{call.name}" was interrupted ({_describe_failure(err)}) and is not safe to run '
+                    "again: its outcome is unknown. Check its effect before retrying.",
+                )
+            if isinstance(err.cause, TimeoutError):
+                return error_result(
+                    EXECUTION_TIMEOUT, f'Tool "{call.name}" timed out: {_describe_failure(err)}'
+                )
+            return error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {_describe_failure(err)}')
+        finally:
+            remove()
+
+
+def _stream_error(partial: AssistantMessage, reason: str, text: str) -> StreamError:
+    message = partial.model_copy(update={"stop_reason": reason, "error_message": text})
+    return StreamError(reason=reason, error=message)  # type: ignore[arg-type]
+
+
+def _describe_failure(err: ActivityError) -> str:
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    if isinstance(cause, TimeoutError):
+        return f"activity timed out ({cause.type.name if cause.type else 'timeout'})"
+    if isinstance(cause, CancelledError):
+        return "Request was aborted"
+    return str(cause or err)
+
+
+def _digest(arguments: object) -> str:
+    raw = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)
+    text = raw.decode()
+    if len(text) <= 60:
+        return text
+    return f"{text[:48]}… #{hashlib.sha1(raw).hexdigest()[:8]}"
+
+
+def _block_events(message: AssistantMessage) -> list[StreamEvent]:
+    events: list[StreamEvent] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, TextContent):
+            events.append(TextStart(content_index=index, partial=message))
+            if block.text:
+                events.append(TextDelta(content_index=index, delta=block.text, partial=message))
+            events.append(TextEnd(content_index=index, content=block.text, partial=message))
+        elif isinstance(block, ThinkingContent):
+            events.append(ThinkingStart(content_index=index, partial=message))
+            if block.thinking:
+                events.append(ThinkingDelta(content_index=index, delta=block.thinking, partial=message))
+            events.append(ThinkingEnd(content_index=index, content=block.thinking, partial=message))
+        else:
+            events.append(ToolCallStart(content_index=index, partial=message))
+            events.append(ToolCallEnd(content_index=index, tool_call=block, partial=message))
+    return events
