@@ -348,9 +348,12 @@ class DurableAgent:
 
     async def _query(self, name: str, arg: BaseModel | None, result_type: type[T]) -> T:
         try:
-            if arg is None:
-                return await self.handle.query(name, result_type=result_type)
-            return await self.handle.query(name, arg, result_type=result_type)
+            result: T = await (
+                self.handle.query(name, result_type=result_type)
+                if arg is None
+                else self.handle.query(name, arg, result_type=result_type)
+            )
+            return result
         except RPCError as err:
             raise self._map_rpc(err) from None
 

@@ -13,7 +13,13 @@ def user(text: str, timestamp: int = 1_700_000_000_000) -> UserMessage:
 
 
 def assistant(
-    text: str, *, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0, cost: float = 0.0
+    text: str,
+    *,
+    input: int = 0,
+    output: int = 0,
+    cache_read: int = 0,
+    cache_write: int = 0,
+    cost: float = 0.0,
 ) -> AssistantMessage:
     return AssistantMessage(
         content=[TextContent(text=text)],

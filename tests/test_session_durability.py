@@ -42,7 +42,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "session_v1.jsonl"
 def run_python(code: str, *args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-c", textwrap.dedent(code), *args], env=env, text=True, capture_output=True, timeout=60, **kwargs
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        **kwargs,
     )
 
 
@@ -63,7 +68,7 @@ def test_torn_tail_is_ignored_and_the_next_append_starts_on_a_fresh_line(tmp_pat
         writer.append_entry(MessageEntry(id="c", message=user("after crash")))
     data = path.read_bytes()
     assert data.startswith(good)  # existing bytes never rewritten
-    assert data[len(good):].startswith(b'{"id":"b","parent_id":"a","type":"mess' + TORN_MARKER + b"\n")
+    assert data[len(good) :].startswith(b'{"id":"b","parent_id":"a","type":"mess' + TORN_MARKER + b"\n")
     with reopen(path) as again:  # strict open succeeds: the marked line is a known torn write
         assert [e.id for e in again.get_entries()] == ["a", "c"]
         assert again.get_entry("c").parent_id == "a"  # type: ignore[union-attr]
@@ -73,8 +78,15 @@ def test_torn_tail_is_ignored_and_the_next_append_starts_on_a_fresh_line(tmp_pat
 def test_unterminated_but_complete_last_entry_is_kept(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     new_session(path).close()
-    line = orjson.dumps({"type": "message", "id": "a", "parent_id": None, "timestamp": 1,
-                         "message": {"role": "user", "content": "lost only its newline", "timestamp": 1}})
+    line = orjson.dumps(
+        {
+            "type": "message",
+            "id": "a",
+            "parent_id": None,
+            "timestamp": 1,
+            "message": {"role": "user", "content": "lost only its newline", "timestamp": 1},
+        }
+    )
     with path.open("ab") as file:
         file.write(line)
     reader = reopen(path)
@@ -118,7 +130,9 @@ def test_sigkill_mid_append_leaves_a_file_that_reopens_clean(tmp_path: Path) -> 
         assert texts(again.build_context().messages) == ["before the crash", "retried"]
 
 
-def test_failed_write_indexes_what_made_it_so_a_retry_does_not_duplicate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_indexes_what_made_it_so_a_retry_does_not_duplicate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "s.jsonl"
     storage = new_session(path)
 
@@ -128,10 +142,14 @@ def test_failed_write_indexes_what_made_it_so_a_retry_does_not_duplicate(tmp_pat
 
     monkeypatch.setattr(storage_module, "_write_all", first_line_then_fail)
     with pytest.raises(OSError):
-        storage.append_entries([MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two"))])
+        storage.append_entries(
+            [MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two"))]
+        )
     monkeypatch.undo()
     assert [e.id for e in storage.get_entries()] == ["a"]
-    storage.append_entries([MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two"))])
+    storage.append_entries(
+        [MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two"))]
+    )
     storage.close()
     with reopen(path) as again:
         assert [e.id for e in again.get_entries()] == ["a", "b"]
@@ -156,10 +174,16 @@ def test_a_second_process_cannot_write(tmp_path: Path) -> None:
     )
     assert child.stdout.strip() == "SESSION_LOCKED", child.stderr
     # Readers never lock.
-    reader = run_python("import sys; from agentcore.session import JsonlSessionStorage as S; print(S.open(sys.argv[1]).get_metadata().id)", str(path))
+    reader = run_python(
+        "import sys; from agentcore.session import JsonlSessionStorage as S; print(S.open(sys.argv[1]).get_metadata().id)",
+        str(path),
+    )
     assert reader.stdout.strip() == "s"
     storage.close()
-    after = run_python("import sys; from agentcore.session import JsonlSessionStorage as S; S.open(sys.argv[1], writer=True); print('ok')", str(path))
+    after = run_python(
+        "import sys; from agentcore.session import JsonlSessionStorage as S; S.open(sys.argv[1], writer=True); print('ok')",
+        str(path),
+    )
     assert after.stdout.strip() == "ok", after.stderr
 
 
@@ -168,7 +192,13 @@ def test_parent_is_refused_while_a_child_writes(tmp_path: Path) -> None:
     new_session(path).close()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     code = "import sys; from agentcore.session import JsonlSessionStorage as S; s = S.open(sys.argv[1], writer=True); print('locked', flush=True); sys.stdin.readline()"
-    with subprocess.Popen([sys.executable, "-c", code, str(path)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen(
+        [sys.executable, "-c", code, str(path)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as child:
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline().strip() == "locked"
         with pytest.raises(SessionLockedError):
@@ -182,7 +212,9 @@ def test_parent_is_refused_while_a_child_writes(tmp_path: Path) -> None:
 def test_one_writer_per_path_in_a_process(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     registry = SessionRegistry()
-    first = registry.writer(path, create=True, cwd="/", rate_limits=StorageRateLimits.unlimited(), fsync=FsyncPolicy("never"))
+    first = registry.writer(
+        path, create=True, cwd="/", rate_limits=StorageRateLimits.unlimited(), fsync=FsyncPolicy("never")
+    )
     assert registry.writer(tmp_path / "." / "s.jsonl") is first
     with pytest.raises(SessionLockedError):  # flock also separates two opens in one process
         reopen(path, writer=True)
@@ -206,7 +238,12 @@ def test_session_paths_confine_ids_and_paths(tmp_path: Path) -> None:
     for bad_id in ("", "../x", "a/b", ".hidden", "x" * 129, "a b", "/etc/passwd"):
         with pytest.raises(InvalidSessionIdError):
             paths.path_for(bad_id)
-    for bad_path in ("../escape.jsonl", "sub/../../escape.jsonl", "/etc/passwd", str(tmp_path / "other.jsonl")):
+    for bad_path in (
+        "../escape.jsonl",
+        "sub/../../escape.jsonl",
+        "/etc/passwd",
+        str(tmp_path / "other.jsonl"),
+    ):
         with pytest.raises(PathOutsideRootError):
             paths.confine(bad_path)
     (root / "link.jsonl").symlink_to(tmp_path / "outside.jsonl")
@@ -252,7 +289,10 @@ def test_checked_in_v1_file_loads(tmp_path: Path) -> None:
 def test_newer_or_invalid_versions_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     for version in (2, 0, "1", None):
-        path.write_bytes(orjson.dumps({"type": "session", "version": version, "id": "s", "cwd": "/", "timestamp": 1}) + b"\n")
+        path.write_bytes(
+            orjson.dumps({"type": "session", "version": version, "id": "s", "cwd": "/", "timestamp": 1})
+            + b"\n"
+        )
         with pytest.raises(SessionVersionError):
             reopen(path)
 
@@ -260,7 +300,9 @@ def test_newer_or_invalid_versions_are_refused(tmp_path: Path) -> None:
 def test_migration_chain_runs_for_older_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Pretend the format moved to version 2 (each entry gains a field): v1 files still load, in memory only."""
 
-    def v1_to_v2(header: dict[str, object], entries: list[dict[str, object]]) -> tuple[dict[str, object], list[dict[str, object]]]:
+    def v1_to_v2(
+        header: dict[str, object], entries: list[dict[str, object]]
+    ) -> tuple[dict[str, object], list[dict[str, object]]]:
         return header, [{**entry, "migrated": True} for entry in entries]
 
     monkeypatch.setattr(entries_module, "FORMAT_VERSION", 2)
@@ -269,7 +311,9 @@ def test_migration_chain_runs_for_older_files(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setitem(MIGRATIONS, 1, v1_to_v2)
     calls: list[int] = []
     real = storage_module.migrate
-    monkeypatch.setattr(storage_module, "migrate", lambda h, e: (calls.append(len(e)), real(h, e, target=2))[1])
+    monkeypatch.setattr(
+        storage_module, "migrate", lambda h, e: (calls.append(len(e)), real(h, e, target=2))[1]
+    )
     before = FIXTURE.read_bytes()
     with JsonlSessionStorage.open(FIXTURE) as storage:
         assert calls == [15]

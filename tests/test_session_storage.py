@@ -17,6 +17,7 @@ from agentcore.session import (
     CompactionEntry,
     CustomEntry,
     EntryNotFoundError,
+    FsyncPolicy,
     GetEntriesOptions,
     InvalidEntryError,
     InvalidParentError,
@@ -61,7 +62,7 @@ def test_open_missing_file(tmp_path: Path) -> None:
 
 def test_from_options_creates_then_opens(tmp_path: Path) -> None:
     options = SessionOptions(path=str(tmp_path / "s.jsonl"), cwd="/x", metadata={"k": 1})
-    with JsonlSessionStorage.from_options(options, fsync=__import__("agentcore.session").session.FsyncPolicy("never")) as s:
+    with JsonlSessionStorage.from_options(options, fsync=FsyncPolicy("never")) as s:
         s.append_entry(MessageEntry(message=user("hi")))
     with JsonlSessionStorage.from_options(options) as s:
         assert s.get_metadata().metadata == {"k": 1} and len(s.get_entries()) == 1
@@ -91,21 +92,31 @@ def test_append_is_idempotent_by_id(tmp_path: Path) -> None:
         assert texts([again.message]) == ["one"]  # type: ignore[union-attr]
         # A retried batch: the stored one is skipped, the new one written, a repeat inside the batch once.
         stored = storage.append_entries(
-            [MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two")), MessageEntry(id="b", message=user("two"))]
+            [
+                MessageEntry(id="a", message=user("one")),
+                MessageEntry(id="b", message=user("two")),
+                MessageEntry(id="b", message=user("two")),
+            ]
         )
         assert [e.id for e in stored] == ["a", "b", "b"]
         assert path.stat().st_size > size
     assert len(path.read_bytes().splitlines()) == 3
 
 
-def test_append_entries_chains_the_batch_and_writes_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_append_entries_chains_the_batch_and_writes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from agentcore.session import storage as storage_module
 
     writes: list[bytes] = []
     real_write = storage_module._write_all
     with new_session(tmp_path / "s.jsonl") as storage:
-        monkeypatch.setattr(storage_module, "_write_all", lambda fd, data: (writes.append(data), real_write(fd, data)))
-        batch = storage.append_entries([MessageEntry(message=user("q")), MessageEntry(message=assistant("a"))])
+        monkeypatch.setattr(
+            storage_module, "_write_all", lambda fd, data: (writes.append(data), real_write(fd, data))
+        )
+        batch = storage.append_entries(
+            [MessageEntry(message=user("q")), MessageEntry(message=assistant("a"))]
+        )
     assert batch[1].parent_id == batch[0].id
     assert len(writes) == 1 and writes[0].count(b"\n") == 2
 
@@ -160,7 +171,12 @@ def test_branches_leaf_and_branch_summary(tmp_path: Path) -> None:
         assert storage.get_leaf_id() == "q3"
         assert storage.get_entry("bs").parent_id == "a1"  # type: ignore[union-attr]
         context = storage.build_context()
-        assert texts(context.messages) == ["q1", "a1", texts([branch_summary_message("asked q2, no answer", 1)])[0], "q3"]
+        assert texts(context.messages) == [
+            "q1",
+            "a1",
+            texts([branch_summary_message("asked q2, no answer", 1)])[0],
+            "q3",
+        ]
         assert texts(storage.build_context("q2").messages) == ["q1", "a1", "q2"]
         # Moving back to before the first entry: the next append is a new root.
         storage.append_entry(LeafEntry(target_id=None))
@@ -177,11 +193,24 @@ def test_get_entries_options(tmp_path: Path) -> None:
         build_branchy(storage)
         all_ids = [e.id for e in storage.get_entries()]
         assert all_ids == ["q1", "a1", "q2", "back", "bs", "q3"]
-        assert [e.id for e in storage.get_entries(GetEntriesOptions(on_path=True))] == ["q1", "a1", "bs", "q3"]
+        assert [e.id for e in storage.get_entries(GetEntriesOptions(on_path=True))] == [
+            "q1",
+            "a1",
+            "bs",
+            "q3",
+        ]
         assert [e.id for e in storage.get_entries(GetEntriesOptions(path_to="q2"))] == ["q1", "a1", "q2"]
-        assert [e.id for e in storage.get_entries(GetEntriesOptions(type="message", after_id="a1"))] == ["q2", "q3"]
-        assert [e.id for e in storage.get_entries(GetEntriesOptions(type=["leaf", "branch_summary"]))] == ["back", "bs"]
-        assert [e.id for e in storage.get_entries(GetEntriesOptions(on_path=True, after_id="q1", limit=2))] == ["a1", "bs"]
+        assert [e.id for e in storage.get_entries(GetEntriesOptions(type="message", after_id="a1"))] == [
+            "q2",
+            "q3",
+        ]
+        assert [e.id for e in storage.get_entries(GetEntriesOptions(type=["leaf", "branch_summary"]))] == [
+            "back",
+            "bs",
+        ]
+        assert [
+            e.id for e in storage.get_entries(GetEntriesOptions(on_path=True, after_id="q1", limit=2))
+        ] == ["a1", "bs"]
         assert [e.id for e in storage.find_entries("message")] == ["q1", "a1", "q2", "q3"]
         with pytest.raises(EntryNotFoundError):
             storage.get_entries(GetEntriesOptions(path_to="ghost"))
@@ -204,7 +233,9 @@ def test_labels_set_and_clear(tmp_path: Path) -> None:
 
 
 def test_context_settings_model_thinking_tools_and_system_prompt(tmp_path: Path) -> None:
-    model = Model(id="gpt-x", base_url="http://localhost:1234/v1", context_window=8000, cost=ModelCost(input=3))
+    model = Model(
+        id="gpt-x", base_url="http://localhost:1234/v1", context_window=8000, cost=ModelCost(input=3)
+    )
     with new_session(tmp_path / "s.jsonl", metadata={"system_prompt": "initial"}) as storage:
         assert storage.build_context().system_prompt == "initial"
         storage.append_entry(ModelChangeEntry(model=Model(id="old")))
@@ -228,8 +259,13 @@ def test_compaction_replaces_history_before_first_kept(tmp_path: Path) -> None:
         for n in range(1, 5):
             storage.append_entry(MessageEntry(id=f"m{n}", message=user(f"m{n}")))
         storage.append_entry(
-            CompactionEntry(id="c1", summary="m1 and m2 happened", first_kept_entry_id="m3", tokens_before=1234,
-                            usage=Usage(input=100, output=20, cost=UsageCost(total=0.25)))
+            CompactionEntry(
+                id="c1",
+                summary="m1 and m2 happened",
+                first_kept_entry_id="m3",
+                tokens_before=1234,
+                usage=Usage(input=100, output=20, cost=UsageCost(total=0.25)),
+            )
         )
         storage.append_entry(MessageEntry(id="m5", message=user("m5")))
         context = storage.build_context()
@@ -239,7 +275,9 @@ def test_compaction_replaces_history_before_first_kept(tmp_path: Path) -> None:
         assert texts(context.messages) == [summary, "m3", "m4", "m5"]
         # A second compaction wins; a first kept entry that is not on the path keeps nothing.
         storage.append_entry(CompactionEntry(summary="all of it", first_kept_entry_id="nowhere"))
-        assert texts(storage.build_context().messages) == [texts([compaction_summary_message("all of it", 1)])[0]]
+        assert texts(storage.build_context().messages) == [
+            texts([compaction_summary_message("all of it", 1)])[0]
+        ]
         # Stats still count the compacted messages.
         stats = storage.get_session_stats()
         assert stats.message_count == 5 and stats.cost_total == pytest.approx(0.25)
@@ -248,14 +286,26 @@ def test_compaction_replaces_history_before_first_kept(tmp_path: Path) -> None:
 def test_stats_cover_all_entries(tmp_path: Path) -> None:
     with new_session(tmp_path / "s.jsonl") as storage:
         storage.append_entry(MessageEntry(id="q", message=user("q")))
-        storage.append_entry(MessageEntry(message=assistant("a", input=100, output=50, cache_read=30, cache_write=20, cost=0.01)))
         storage.append_entry(
-            MessageEntry(message=ToolResultMessage(tool_call_id="t", tool_name="x", timestamp=1,
-                                                   usage=Usage(input=5, output=5, cost=UsageCost(total=0.002))))
+            MessageEntry(
+                message=assistant("a", input=100, output=50, cache_read=30, cache_write=20, cost=0.01)
+            )
+        )
+        storage.append_entry(
+            MessageEntry(
+                message=ToolResultMessage(
+                    tool_call_id="t",
+                    tool_name="x",
+                    timestamp=1,
+                    usage=Usage(input=5, output=5, cost=UsageCost(total=0.002)),
+                )
+            )
         )
         storage.append_entry(LeafEntry(target_id="q"))  # the assistant branch is now off the path...
         storage.append_entry(MessageEntry(message=assistant("b", input=10, output=1, cost=0.001)))
-        storage.append_entry(BranchSummaryEntry(from_id="q", summary="s", usage=Usage(output=7, cost=UsageCost(total=0.1))))
+        storage.append_entry(
+            BranchSummaryEntry(from_id="q", summary="s", usage=Usage(output=7, cost=UsageCost(total=0.1)))
+        )
     with reopen(tmp_path / "s.jsonl") as again:
         stats = again.get_session_stats()
     assert stats.message_count == 4  # ...but still counted
@@ -270,15 +320,22 @@ def test_stats_cover_all_entries(tmp_path: Path) -> None:
 
 
 def write_lines(path: Path, *lines: bytes | dict[str, object]) -> None:
-    path.write_bytes(b"".join((line if isinstance(line, bytes) else orjson.dumps(line)) + b"\n" for line in lines))
+    path.write_bytes(
+        b"".join((line if isinstance(line, bytes) else orjson.dumps(line)) + b"\n" for line in lines)
+    )
 
 
 HEADER = {"type": "session", "version": 1, "id": "s", "cwd": "/", "timestamp": 1}
 
 
 def message(entry_id: str, parent: str | None, text: str = "x") -> dict[str, object]:
-    return {"type": "message", "id": entry_id, "parent_id": parent, "timestamp": 1,
-            "message": {"role": "user", "content": text, "timestamp": 1}}
+    return {
+        "type": "message",
+        "id": entry_id,
+        "parent_id": parent,
+        "timestamp": 1,
+        "message": {"role": "user", "content": text, "timestamp": 1},
+    }
 
 
 def test_non_session_files_are_refused(tmp_path: Path) -> None:

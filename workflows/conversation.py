@@ -31,8 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.protocol import (
         EVENTS_TOPIC,
         WORKFLOW_NAME,
-        Accepted,
         AbortRequest,
+        Accepted,
         AppendInput,
         CommandRequest,
         ConversationInput,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from temporalio.client import Client
@@ -35,7 +36,7 @@ def ensure_data_converter(client: Client) -> Client:
 
 
 def search_attribute_keys() -> dict[str, SearchAttributeKey[Any]]:
-    makers = {
+    makers: dict[str, Callable[[str], SearchAttributeKey[Any]]] = {
         "Keyword": SearchAttributeKey.for_keyword,
         "Int": SearchAttributeKey.for_int,
         "Double": SearchAttributeKey.for_float,
