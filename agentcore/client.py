@@ -329,9 +329,10 @@ class DurableAgent:
 
     async def _update(self, name: str, request: BaseModel, request_id: str) -> Accepted:
         try:
-            return await self.handle.execute_update(
+            accepted: Accepted = await self.handle.execute_update(
                 name, request, id=request_id or None, result_type=Accepted
             )
+            return accepted
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError):
