@@ -105,7 +105,8 @@ async def test_reducer_tracks_streaming_message_and_pending_tool_calls() -> None
             observed["streaming_at_end"] = state.is_streaming
 
     agent = agent_with(
-        ScriptedModel([tool_calls([("look", {})]), text("all done")], chunks=2), tools=[make_tool("look", tool)]
+        ScriptedModel([tool_calls([("look", {})]), text("all done")], chunks=2),
+        tools=[make_tool("look", tool)],
     )
     agent.subscribe(listener)
     await agent.prompt("go")
@@ -211,7 +212,9 @@ async def test_invalid_prompts_raise_validation_errors_naming_the_field() -> Non
     with pytest.raises(ValidationError, match="text"):
         await agent.prompt("")
     with pytest.raises(ValidationError, match=r"content\.1.*base64"):
-        await agent.prompt("look", images=[{"type": "image", "data": "not base64!", "mime_type": "image/png"}])
+        await agent.prompt(
+            "look", images=[{"type": "image", "data": "not base64!", "mime_type": "image/png"}]
+        )
     with pytest.raises(ValidationError, match="mime_type"):
         await agent.prompt("look", images=[{"type": "image", "data": PNG, "mime_type": "text/plain"}])
     assert agent.messages == [] and not agent.is_streaming
@@ -296,7 +299,11 @@ async def test_steering_one_at_a_time_delivers_one_per_turn() -> None:
 async def test_steering_all_delivers_everything_at_once() -> None:
     agent, model = await _steer_during_tool(QueueMode.ALL)
     roles_and_text = [(m.role, said(m)) for m in agent.messages]
-    assert roles_and_text[3:] == [("user", "first steer"), ("user", "second steer"), ("assistant", "after one")]
+    assert roles_and_text[3:] == [
+        ("user", "first steer"),
+        ("user", "second steer"),
+        ("assistant", "after one"),
+    ]
     assert len(model.calls) == 2
 
 
@@ -342,9 +349,13 @@ async def test_sync_tool_runs_in_a_thread_and_reports_progress() -> None:
         on_update(AgentToolResult.text("halfway"))
         return AgentToolResult.text(f"thread={threading.get_ident() != main_thread}")
 
-    agent = agent_with(ScriptedModel([tool_calls([("block", {})]), text("ok")]), tools=[make_tool("block", blocking)])
+    agent = agent_with(
+        ScriptedModel([tool_calls([("block", {})]), text("ok")]), tools=[make_tool("block", blocking)]
+    )
     agent.subscribe(
-        lambda e, s: updates.append(e.partial_result.content[0].text) if e.type == "tool_execution_update" else None
+        lambda e, s: (
+            updates.append(e.partial_result.content[0].text) if e.type == "tool_execution_update" else None
+        )
     )
     await agent.prompt("go")
     assert said(agent.messages[2]) == "thread=True"

@@ -106,7 +106,12 @@ async def test_parallel_batch_ends_in_completion_order_results_in_call_order() -
     assert ends == ["fast", "slow"]  # completion order
     # Both ran at once: the second start comes before the first end.
     sequence = [e.type for e in events if e.type.startswith("tool_execution")]
-    assert sequence == ["tool_execution_start", "tool_execution_start", "tool_execution_end", "tool_execution_end"]
+    assert sequence == [
+        "tool_execution_start",
+        "tool_execution_start",
+        "tool_execution_end",
+        "tool_execution_end",
+    ]
 
     result_messages = [e.message for e in of_type(events, "message_end") if e.message.role == "toolResult"]
     assert [m.tool_name for m in result_messages] == ["slow", "fast"]  # the order the model asked
@@ -342,7 +347,11 @@ async def test_abort_mid_stream_keeps_the_partial_text() -> None:
     events = []
     async for event in agent_loop([user("hi")], AgentContext(), config(), signal, model):
         events.append(event)
-        deltas = [e for e in events if e.type == "message_update" and e.assistant_message_event["type"] == "text_delta"]
+        deltas = [
+            e
+            for e in events
+            if e.type == "message_update" and e.assistant_message_event["type"] == "text_delta"
+        ]
         if len(deltas) == 3:
             signal.abort()
     final = of_type(events, "message_end")[-1].message
@@ -357,7 +366,11 @@ async def test_abort_mid_tool_gives_execution_aborted_promptly() -> None:
     events = []
     started = time.perf_counter()
     async for event in agent_loop(
-        [user("hi")], AgentContext(tools=[make_tool("hang", sleeper(30)), make_tool("quick")]), config(), signal, model
+        [user("hi")],
+        AgentContext(tools=[make_tool("hang", sleeper(30)), make_tool("quick")]),
+        config(),
+        signal,
+        model,
     ):
         events.append(event)
         if event.type == "tool_execution_end":
@@ -433,7 +446,11 @@ async def test_steering_during_a_batch_waits_for_every_tool_and_turn_end() -> No
     assert len(log) == 2  # no tool skipped
     order = kinds(events)
     first_turn_end = order.index("turn_end")
-    assert order[first_turn_end + 1 : first_turn_end + 4] == ["turn_start", "message_start:user", "message_end:user"]
+    assert order[first_turn_end + 1 : first_turn_end + 4] == [
+        "turn_start",
+        "message_start:user",
+        "message_end:user",
+    ]
     # Two steering messages (one per tool), both delivered before the next model call.
     assert [m.role for m in model.calls[1].messages] == [
         "user",
@@ -473,7 +490,14 @@ async def test_follow_ups_only_when_the_agent_would_stop() -> None:
     events = await run(model, [make_tool("known")], get_follow_up_messages=follow_ups)
     # Not polled after the tool turn (the agent was not stopping), only after each final answer.
     assert polls == [2, 3]
-    assert [m.role for m in events[-1].messages] == ["user", "assistant", "toolResult", "assistant", "user", "assistant"]
+    assert [m.role for m in events[-1].messages] == [
+        "user",
+        "assistant",
+        "toolResult",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert events[-1].messages[-1].text == "second"
 
 
@@ -520,7 +544,9 @@ async def test_api_key_and_options_reach_the_stream() -> None:
 
 async def test_tool_specs_reach_the_model() -> None:
     model = ScriptedModel([text("ok")])
-    await run(model, [make_tool("known", parameters={"type": "object", "properties": {"q": {"type": "string"}}})])
+    await run(
+        model, [make_tool("known", parameters={"type": "object", "properties": {"q": {"type": "string"}}})]
+    )
     spec = model.calls[0].tools[0]
     assert spec.name == "known" and spec.parameters["properties"] == {"q": {"type": "string"}}
 
