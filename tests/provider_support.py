@@ -34,7 +34,9 @@ async def run(
     model: Model, context: LlmContext | None = None, options: StreamOptions | None = None
 ) -> tuple[list[StreamEvent], AssistantMessage]:
     """All events of one stream and its final message (from ``done`` or ``error``)."""
-    events = [e async for e in stream(model, context or LlmContext(), options or StreamOptions(api_key=SECRET_KEY))]
+    events = [
+        e async for e in stream(model, context or LlmContext(), options or StreamOptions(api_key=SECRET_KEY))
+    ]
     final = events[-1]
     assert final.type in ("done", "error"), [e.type for e in events]
     assert sum(e.type in ("done", "error") for e in events) == 1

@@ -19,7 +19,12 @@ def test_known_models_have_prices_and_limits():
 
 def test_get_model_returns_a_copy():
     model = get_model("anthropic", "claude-sonnet-4-5")
-    assert (model.cost.input, model.cost.output, model.cost.cache_read, model.cost.cache_write) == (3, 15, 0.3, 3.75)
+    assert (model.cost.input, model.cost.output, model.cost.cache_read, model.cost.cache_write) == (
+        3,
+        15,
+        0.3,
+        3.75,
+    )
     model.base_url = "http://127.0.0.1:1"
     assert get_model("anthropic", "claude-sonnet-4-5").base_url is None
 
@@ -33,7 +38,9 @@ def test_unknown_model_is_a_typed_validation_error():
 
 def test_cost_is_dollars_per_million_tokens():
     model = get_model("anthropic", "claude-sonnet-4-5")
-    usage = calculate_cost(model, Usage(input=1_000_000, output=2_000_000, cache_read=100_000, cache_write=10_000))
+    usage = calculate_cost(
+        model, Usage(input=1_000_000, output=2_000_000, cache_read=100_000, cache_write=10_000)
+    )
     assert usage.cost.input == pytest.approx(3.0)
     assert usage.cost.output == pytest.approx(30.0)
     assert usage.cost.cache_read == pytest.approx(0.03)

@@ -17,7 +17,10 @@ def test_prefixes_of_a_tool_call():
     assert parse_partial_json('{"ci') == {}
     assert parse_partial_json('{"city": "Ed') == {"city": "Ed"}
     assert parse_partial_json('{"city": "Edinburgh", "days": 3') == {"city": "Edinburgh", "days": 3}
-    assert parse_partial_json('{"city": "Edinburgh", "days": 3, "units": ') == {"city": "Edinburgh", "days": 3}
+    assert parse_partial_json('{"city": "Edinburgh", "days": 3, "units": ') == {
+        "city": "Edinburgh",
+        "days": 3,
+    }
     assert parse_partial_json('{"flags": [true, fal') == {"flags": [True]}
     assert parse_partial_json('{"a": {"b": [1, {"c": "d') == {"a": {"b": [1, {"c": "d"}]}}
 
@@ -45,8 +48,14 @@ def test_final_arguments_are_strict():
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=12,
 )
 

@@ -25,6 +25,7 @@ from agentcore.tools import ToolSpec
 
 from .provider_support import PNG_1PX, SECRET_KEY, body_of, dump_all, final_error, run, server, types
 
+# ``server`` is a pytest fixture, used by parameter name; exporting it keeps linters from dropping it.
 __all__ = ["server"]
 
 WEATHER = ToolSpec(
@@ -45,7 +46,9 @@ def user(text: str) -> UserMessage:
 
 
 async def test_text_stream_usage_cost_and_request(server: LoopbackServer):
-    server.enqueue(Script(text="Hello there, world", usage=ScriptUsage(input=1000, output=200, cache_read=500)))
+    server.enqueue(
+        Script(text="Hello there, world", usage=ScriptUsage(input=1000, output=200, cache_read=500))
+    )
     context = LlmContext(system_prompt="Be brief.", messages=[user("hi")], tools=[WEATHER])
     events, message = await run(gpt4o(server), context)
 
@@ -58,7 +61,11 @@ async def test_text_stream_usage_cost_and_request(server: LoopbackServer):
     assert (message.api, message.provider, message.model) == ("openai-completions", "openai", "gpt-4o")
     # prompt_tokens includes the cached ones; they are split out and priced at the cache rate.
     assert message.usage.model_dump(exclude={"cost"}) == {
-        "input": 1000, "output": 200, "cache_read": 500, "cache_write": 0, "total_tokens": 1700,
+        "input": 1000,
+        "output": 200,
+        "cache_read": 500,
+        "cache_write": 0,
+        "total_tokens": 1700,
     }
     assert message.usage.cost.total == pytest.approx((1000 * 2.5 + 200 * 10 + 500 * 1.25) / 1e6)
 
@@ -69,14 +76,16 @@ async def test_text_stream_usage_cost_and_request(server: LoopbackServer):
     assert body["model"] == "gpt-4o" and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
     assert body["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
-    assert body["tools"] == [{"type": "function", "function": WEATHER.model_dump(include={"name", "description", "parameters"})}]
+    assert body["tools"] == [
+        {"type": "function", "function": WEATHER.model_dump(include={"name", "description", "parameters"})}
+    ]
     assert "reasoning_effort" not in body
 
 
 async def test_parallel_tool_calls_from_fragments(server: LoopbackServer):
     calls = [
         ScriptToolCall("get_weather", {"city": "Edinburgh", "days": [1, 2]}, id="call_A"),
-        ScriptToolCall("get_weather", {"city": "Paris \"FR\" ✓"}, id="call_B"),
+        ScriptToolCall("get_weather", {"city": 'Paris "FR" ✓'}, id="call_B"),
     ]
     server.enqueue(Script(text="Checking.", tool_calls=calls, fragment_chars=3))
     events, message = await run(gpt4o(server), LlmContext(messages=[user("weather?")], tools=[WEATHER]))
@@ -95,7 +104,9 @@ async def test_parallel_tool_calls_from_fragments(server: LoopbackServer):
 
 
 async def test_partial_arguments_fill_in_while_streaming(server: LoopbackServer):
-    server.enqueue(Script(tool_calls=[ScriptToolCall("get_weather", {"city": "Edinburgh"})], fragment_chars=4))
+    server.enqueue(
+        Script(tool_calls=[ScriptToolCall("get_weather", {"city": "Edinburgh"})], fragment_chars=4)
+    )
     seen: list[dict] = []
     async for event in stream(gpt4o(server), LlmContext(messages=[user("x")]), StreamOptions(api_key="k")):
         if event.type == "toolcall_delta":
@@ -106,10 +117,16 @@ async def test_partial_arguments_fill_in_while_streaming(server: LoopbackServer)
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
 async def test_reasoning_then_tool_call(server: LoopbackServer, field: str):
     server.enqueue(
-        Script(thinking="The user wants weather.", reasoning_field=field, tool_calls=[ScriptToolCall("get_weather", {"city": "Oslo"})])
+        Script(
+            thinking="The user wants weather.",
+            reasoning_field=field,
+            tool_calls=[ScriptToolCall("get_weather", {"city": "Oslo"})],
+        )
     )
     model = server.model("openai-completions", "qwen3", reasoning=True, provider="ollama")
-    events, message = await run(model, LlmContext(messages=[user("x")]), StreamOptions(thinking_level=ThinkingLevel.MEDIUM))
+    events, message = await run(
+        model, LlmContext(messages=[user("x")]), StreamOptions(thinking_level=ThinkingLevel.MEDIUM)
+    )
 
     assert types(events)[1:3] == ["thinking_start", "thinking_delta"]
     thinking, call = message.content
@@ -133,7 +150,11 @@ async def test_reasoning_then_tool_call(server: LoopbackServer, field: str):
 async def test_reasoning_effort_mapping(server: LoopbackServer, model_id, provider, level, effort):
     server.enqueue(Script(text="ok"))
     model = server.model("openai-completions", model_id, reasoning=True, provider=provider)
-    await run(model, LlmContext(messages=[user("x")]), StreamOptions(api_key="k", thinking_level=level, max_tokens=99))
+    await run(
+        model,
+        LlmContext(messages=[user("x")]),
+        StreamOptions(api_key="k", thinking_level=level, max_tokens=99),
+    )
     body = body_of(server)
     assert body.get("reasoning_effort") == effort
     assert body["max_completion_tokens" if provider == "openai" else "max_tokens"] == 99
@@ -146,6 +167,23 @@ async def test_usage_absent_means_zero_usage(server: LoopbackServer):
     assert message.usage == Usage()
 
 
+async def test_content_filter_is_an_error(server: LoopbackServer):
+    server.enqueue(Script(text="Some", wire_stop_reason="content_filter"))
+    events, message = await run(gpt4o(server))
+    assert final_error(events).retryable is False
+    assert message.stop_reason == "error" and message.text == "Some"
+    assert "content filter" in message.error_message
+
+
+async def test_stop_with_tool_calls_means_tool_use(server: LoopbackServer):
+    # Ollama reports finish_reason "stop" on a turn that called tools.
+    server.enqueue(
+        Script(tool_calls=[ScriptToolCall("get_weather", {"city": "Rome"})], wire_stop_reason="stop")
+    )
+    events, message = await run(gpt4o(server))
+    assert events[-1].reason == "toolUse" and message.stop_reason == "toolUse"
+
+
 async def test_comment_lines_and_keepalives(server: LoopbackServer):
     server.enqueue(Script(text="still here", keepalives=True))
     _, message = await run(gpt4o(server))
@@ -153,11 +191,20 @@ async def test_comment_lines_and_keepalives(server: LoopbackServer):
 
 
 async def test_429_is_retryable_with_the_servers_delay(server: LoopbackServer):
-    server.enqueue(Script(status=429, error_message="Rate limit reached for gpt-4o", headers={"retry-after": "2"}))
-    server.enqueue(Script(status=429, error_message="Slow down", headers={"retry-after-ms": "1500", "retry-after": "9"}))
+    server.enqueue(
+        Script(status=429, error_message="Rate limit reached for gpt-4o", headers={"retry-after": "2"})
+    )
+    server.enqueue(
+        Script(status=429, error_message="Slow down", headers={"retry-after-ms": "1500", "retry-after": "9"})
+    )
     events, message = await run(gpt4o(server))
     error = final_error(events)
-    assert (error.reason, error.retryable, error.retry_after_seconds, error.status_code) == ("error", True, 2.0, 429)
+    assert (error.reason, error.retryable, error.retry_after_seconds, error.status_code) == (
+        "error",
+        True,
+        2.0,
+        429,
+    )
     assert message.stop_reason == "error"
     assert message.error_message == (
         "HTTP 429 from openai: Rate limit reached for gpt-4o [rate_limit_exceeded] (retryable; retry after 2.0s)"
@@ -166,7 +213,10 @@ async def test_429_is_retryable_with_the_servers_delay(server: LoopbackServer):
     assert final_error(events).retry_after_seconds == 1.5
 
 
-@pytest.mark.parametrize(("status", "retryable"), [(500, True), (529, True), (503, True), (400, False), (401, False), (404, False), (422, False)])
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(500, True), (529, True), (503, True), (400, False), (401, False), (404, False), (422, False)],
+)
 async def test_http_status_classification(server: LoopbackServer, status: int, retryable: bool):
     server.enqueue(Script(status=status, error_message=f"failure {status}"))
     events, message = await run(gpt4o(server))
@@ -179,12 +229,17 @@ async def test_http_status_classification(server: LoopbackServer, status: int, r
 
 async def test_context_overflow_is_not_retryable(server: LoopbackServer):
     server.enqueue(
-        Script(status=400, error_message="This model's maximum context length is 128000 tokens. However, you requested 130000 tokens.")
+        Script(
+            status=400,
+            error_message="This model's maximum context length is 128000 tokens. However, you requested 130000 tokens.",
+        )
     )
     events, message = await run(gpt4o(server))
     assert final_error(events).retryable is False
     assert is_context_overflow(message)
-    assert message.error_message.startswith("Context overflow: HTTP 400 from openai: This model's maximum context length")
+    assert message.error_message.startswith(
+        "Context overflow: HTTP 400 from openai: This model's maximum context length"
+    )
 
 
 async def test_error_event_after_200_keeps_partial_text(server: LoopbackServer):
@@ -201,7 +256,11 @@ async def test_error_event_after_200_keeps_partial_text(server: LoopbackServer):
 
 
 async def test_truncated_mid_tool_call_without_terminator(server: LoopbackServer):
-    server.enqueue(Script(tool_calls=[ScriptToolCall("get_weather", {"city": "Edinburgh"})], fragment_chars=4, end_after=4))
+    server.enqueue(
+        Script(
+            tool_calls=[ScriptToolCall("get_weather", {"city": "Edinburgh"})], fragment_chars=4, end_after=4
+        )
+    )
     events, message = await run(gpt4o(server))
     error = final_error(events)
     assert error.retryable is True
@@ -211,7 +270,9 @@ async def test_truncated_mid_tool_call_without_terminator(server: LoopbackServer
 
 
 async def test_length_cut_mid_tool_call(server: LoopbackServer):
-    server.enqueue(Script(tool_calls=[ScriptToolCall("get_weather", '{"city": "Edinb')], stop_reason="length"))
+    server.enqueue(
+        Script(tool_calls=[ScriptToolCall("get_weather", '{"city": "Edinb')], stop_reason="length")
+    )
     events, message = await run(gpt4o(server))
     assert events[-1].type == "done" and events[-1].reason == "length"
     assert message.tool_calls[0].arguments == {RAW_ARGUMENTS_KEY: '{"city": "Edinb'}
@@ -298,34 +359,73 @@ async def test_request_carries_images_tool_results_and_error_results(server: Loo
     server.enqueue(Script(text="done"))
     call = ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo"})
     messages = [
-        UserMessage(content=[TextContent(text="What is this?"), ImageContent(data=PNG_1PX, mime_type="image/png")], timestamp=1),
-        AssistantMessage(content=[ThinkingContent(thinking="hmm"), TextContent(text="Let me check."), call], stop_reason="toolUse", timestamp=2),
+        UserMessage(
+            content=[TextContent(text="What is this?"), ImageContent(data=PNG_1PX, mime_type="image/png")],
+            timestamp=1,
+        ),
+        AssistantMessage(
+            content=[ThinkingContent(thinking="hmm"), TextContent(text="Let me check."), call],
+            stop_reason="toolUse",
+            timestamp=2,
+        ),
         ToolResultMessage(
             tool_call_id="call_1",
             tool_name="get_weather",
             content=[TextContent(text="rain"), ImageContent(data=PNG_1PX, mime_type="image/png")],
             timestamp=3,
         ),
-        AssistantMessage(content=[ToolCall(id="call_2", name="get_weather", arguments={})], stop_reason="toolUse", timestamp=4),
-        ToolResultMessage(tool_call_id="call_2", tool_name="get_weather", content=[TextContent(text="city is required")], is_error=True, timestamp=5),
-        AssistantMessage(content=[TextContent(text="half")], stop_reason="error", error_message="boom", timestamp=6),
+        AssistantMessage(
+            content=[ToolCall(id="call_2", name="get_weather", arguments={})],
+            stop_reason="toolUse",
+            timestamp=4,
+        ),
+        ToolResultMessage(
+            tool_call_id="call_2",
+            tool_name="get_weather",
+            content=[TextContent(text="city is required")],
+            is_error=True,
+            timestamp=5,
+        ),
+        AssistantMessage(
+            content=[TextContent(text="half")], stop_reason="error", error_message="boom", timestamp=6
+        ),
     ]
     await run(gpt4o(server), LlmContext(system_prompt="sys", messages=messages, tools=[WEATHER]))
     image_url = {"url": f"data:image/png;base64,{PNG_1PX}"}
     assert body_of(server)["messages"] == [
         {"role": "system", "content": "sys"},
-        {"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": image_url}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": image_url},
+            ],
+        },
         {
             "role": "assistant",
             "content": "Let me check.",
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}],
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'},
+                }
+            ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "rain"},
-        {"role": "user", "content": [{"type": "text", "text": "Images returned by get_weather:"}, {"type": "image_url", "image_url": image_url}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Images returned by get_weather:"},
+                {"type": "image_url", "image_url": image_url},
+            ],
+        },
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+            "tool_calls": [
+                {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
         },
         {"role": "tool", "tool_call_id": "call_2", "content": "Error: city is required"},
     ]
@@ -334,7 +434,9 @@ async def test_request_carries_images_tool_results_and_error_results(server: Loo
 async def test_unanswered_tool_call_gets_an_error_result(server: LoopbackServer):
     server.enqueue(Script(text="ok"))
     messages = [
-        AssistantMessage(content=[ToolCall(id="c1", name="get_weather", arguments={})], stop_reason="toolUse", timestamp=1),
+        AssistantMessage(
+            content=[ToolCall(id="c1", name="get_weather", arguments={})], stop_reason="toolUse", timestamp=1
+        ),
         user("never mind"),
     ]
     await run(gpt4o(server), LlmContext(messages=messages))
@@ -346,6 +448,10 @@ async def test_unanswered_tool_call_gets_an_error_result(server: LoopbackServer)
 async def test_text_only_model_gets_no_images(server: LoopbackServer):
     server.enqueue(Script(text="ok"))
     model = server.model("openai-completions", "llama", input=["text"], cost=ModelCost())
-    msg = UserMessage(content=[TextContent(text="see"), ImageContent(data=PNG_1PX, mime_type="image/png")], timestamp=1)
+    msg = UserMessage(
+        content=[TextContent(text="see"), ImageContent(data=PNG_1PX, mime_type="image/png")], timestamp=1
+    )
     await run(model, LlmContext(messages=[msg]))
-    assert body_of(server)["messages"] == [{"role": "user", "content": "see(image omitted: this model does not accept images)"}]
+    assert body_of(server)["messages"] == [
+        {"role": "user", "content": "see(image omitted: this model does not accept images)"}
+    ]

@@ -18,7 +18,7 @@ def test_event_name_and_data():
 
 
 def test_comment_lines_are_skipped():
-    stream = b": OPENROUTER PROCESSING\n\ndata: {\"a\":1}\n: keep-alive\n\n"
+    stream = b': OPENROUTER PROCESSING\n\ndata: {"a":1}\n: keep-alive\n\n'
     assert parse(stream) == [SseEvent("message", '{"a":1}')]
 
 
@@ -64,13 +64,18 @@ async def test_aiter_sse():
 
 
 sse_like = st.lists(
-    st.sampled_from([b"data: ", b"event: ", b":", b"\n", b"\r", b"\r\n", b"x", b"{}", b"\xef\xbb\xbf", b"\xff", b" "]),
+    st.sampled_from(
+        [b"data: ", b"event: ", b":", b"\n", b"\r", b"\r\n", b"x", b"{}", b"\xef\xbb\xbf", b"\xff", b" "]
+    ),
     max_size=60,
 ).map(b"".join)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.binary(max_size=300), sse_like), st.lists(st.integers(min_value=0, max_value=300), max_size=8))
+@given(
+    st.one_of(st.binary(max_size=300), sse_like),
+    st.lists(st.integers(min_value=0, max_value=300), max_size=8),
+)
 def test_fuzz_never_raises_and_splitting_does_not_matter(data: bytes, cuts: list[int]):
     whole = parse(data)
     points = sorted({min(c, len(data)) for c in cuts})

@@ -79,6 +79,7 @@ class Script:
     reasoning_field: str = "reasoning_content"  # OpenAI-compatible servers: or "reasoning"
     tool_calls: list[ScriptToolCall] = field(default_factory=list)
     stop_reason: ScriptStop | None = None  # default: toolUse with tool calls, else stop
+    wire_stop_reason: str | None = None  # send this provider value as is ("refusal", "content_filter")
     usage: ScriptUsage | None = field(default_factory=ScriptUsage)
     chunk_chars: int = 4  # characters per text/thinking delta
     fragment_chars: int = 5  # characters per tool-argument fragment
@@ -178,7 +179,10 @@ def encode_openai(script: Script, request: Any) -> list[bytes]:
         frames.append(chunk({"tool_calls": [opening]}))
         for fragment in _pieces(call.argument_text(), script.fragment_chars):
             frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}))
-    finish = {"stop": "stop", "length": "length", "toolUse": "tool_calls"}[script.resolved_stop()]
+    finish = (
+        script.wire_stop_reason
+        or {"stop": "stop", "length": "length", "toolUse": "tool_calls"}[script.resolved_stop()]
+    )
     frames.append(chunk({}, finish))
     if script.usage is not None and include_usage:
         usage = script.usage
@@ -265,7 +269,9 @@ def encode_anthropic(script: Script, request: Any) -> list[bytes]:
             close=not truncated,
         )
     delta_usage: dict[str, Any] = {"output_tokens": usage.output} if usage is not None else {}
-    stop_reason = {"stop": "end_turn", "length": "max_tokens", "toolUse": "tool_use"}[stop]
+    stop_reason = (
+        script.wire_stop_reason or {"stop": "end_turn", "length": "max_tokens", "toolUse": "tool_use"}[stop]
+    )
     message_delta: dict[str, Any] = {
         "type": "message_delta",
         "delta": {"stop_reason": stop_reason, "stop_sequence": None},
