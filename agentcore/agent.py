@@ -28,7 +28,7 @@ from .events import (
     TurnEndEvent,
 )
 from .inprocess import InProcessRuntime
-from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
+from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, failed_message
 from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
 from .model import Model, QueueMode, ThinkingLevel
 from .runtime import AbortSignal, StreamFn
@@ -277,15 +277,8 @@ class Agent:
             self._idle.set()
 
     async def _fail_run(self, exc: Exception, signal: AbortSignal) -> None:
-        model = self._state.model
-        message = AssistantMessage(
-            content=[],
-            api=model.api,
-            provider=model.provider,
-            model=model.id,
-            stop_reason="aborted" if signal.aborted else "error",
-            error_message=str(exc) or type(exc).__name__,
-            timestamp=self._runtime.now_ms(),
+        message = failed_message(
+            self._state.model, str(exc) or type(exc).__name__, signal, self._runtime.now_ms()
         )
         for event in (
             MessageStartEvent(message=message),

@@ -64,6 +64,7 @@ __all__ = [
     "agent_loop",
     "agent_loop_continue",
     "default_convert_to_llm",
+    "failed_message",
     "stream_assistant_response",
 ]
 
@@ -166,6 +167,27 @@ async def stream_assistant_response(
     assert final is not None  # stream_response always ends with message_end
     context.messages.append(final)
     return final
+
+
+def failed_message(
+    model: Model,
+    error_message: str,
+    signal: AbortSignal,
+    timestamp: int,
+    content: Sequence[AssistantContent] = (),
+) -> AssistantMessage:
+    """pi's synthetic assistant message for a run that failed by exception instead of by result:
+    ``stop_reason`` is "aborted" when the signal fired (the exception is then a symptom of the
+    abort), else "error"."""
+    return AssistantMessage(
+        content=list(content),
+        api=model.api,
+        provider=model.provider,
+        model=model.id,
+        stop_reason="aborted" if signal.aborted else "error",
+        error_message=error_message,
+        timestamp=timestamp,
+    )
 
 
 async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
@@ -321,20 +343,14 @@ class _Run:
         yield MessageEndEvent(message=final)
 
     def _failure(self, error_message: str, partial: AssistantMessage | None) -> AssistantMessage:
-        """pi's synthetic message for a stream that broke its never-raise contract. Streamed text and
-        thinking are kept (the user saw them); a half-streamed tool call is not."""
-        kept: list[AssistantContent] = []
-        if partial is not None:
-            kept = [block for block in partial.content if isinstance(block, TextContent | ThinkingContent)]
-        model = self.config.model
-        return AssistantMessage(
-            content=kept,
-            api=model.api,
-            provider=model.provider,
-            model=model.id,
-            stop_reason="aborted" if self.signal.aborted else "error",
-            error_message=error_message,
-            timestamp=self.runtime.now_ms(),
+        # Streamed text and thinking are kept (the user saw them); a half-streamed tool call is not.
+        kept = (
+            [block for block in partial.content if isinstance(block, TextContent | ThinkingContent)]
+            if partial
+            else []
+        )
+        return failed_message(
+            self.config.model, error_message, self.signal, self.runtime.now_ms(), content=kept
         )
 
     async def _llm_context(self) -> LlmContext:

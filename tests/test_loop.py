@@ -146,42 +146,36 @@ async def test_sequential_batch_runs_one_tool_at_a_time(how: str) -> None:
     ]
 
 
-async def test_many_tool_calls_never_run_more_than_ten_at_once() -> None:
-    running = 0
-    peak = 0
+def concurrency_probe(seconds: float) -> tuple[Any, dict[str, int]]:
+    """A tool that records how many of its calls run at the same time."""
+    stats = {"running": 0, "peak": 0}
 
     async def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01)
-        running -= 1
-        return AgentToolResult.text(str(args["n"]))
+        stats["running"] += 1
+        stats["peak"] = max(stats["peak"], stats["running"])
+        await asyncio.sleep(seconds)
+        stats["running"] -= 1
+        return AgentToolResult.text(str(args.get("n", "ok")))
 
+    return execute, stats
+
+
+async def test_many_tool_calls_never_run_more_than_ten_at_once() -> None:
+    execute, stats = concurrency_probe(0.01)
     tool = make_tool("work", execute)
     model = ScriptedModel([tool_calls([("work", {"n": n}) for n in range(25)]), text("done")])
     events = await run(model, [tool])
-    assert peak == 10
+    assert stats["peak"] == 10
     turn_end = of_type(events, "turn_end")[0]
     assert [m.text for m in turn_end.tool_results] == [str(n) for n in range(25)]
     assert len(of_type(events, "tool_execution_end")) == 25
 
 
 async def test_max_concurrent_tools_is_configurable() -> None:
-    running = 0
-    peak = 0
-
-    async def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.005)
-        running -= 1
-        return AgentToolResult.text("ok")
-
+    execute, stats = concurrency_probe(0.005)
     model = ScriptedModel([tool_calls([("work", {})] * 6), text("done")])
     await run(model, [make_tool("work", execute)], max_concurrent_tools=2)
-    assert peak == 2
+    assert stats["peak"] == 2
 
 
 async def test_tool_updates_are_forwarded_until_the_tool_settles() -> None:
