@@ -11,10 +11,12 @@ from typing import Any
 import pydantic
 import pytest
 
-from agentcore import AgentTool, AgentToolResult, TextContent
+from agentcore import AgentTool, AgentToolResult, TextContent, ToolCall
 from agentcore.demo import DEMO_SYSTEM_PROMPT, SEED_WINES, WineCellar, calculator_tool, clock_tool, demo_tools
 from agentcore.demo.calculator import MAX_INTEGER_BITS, CalculationError, evaluate
 from agentcore.model import ToolExecutionMode
+from agentcore.runtime import AbortSignal
+from agentcore.tool_exec import execute_tool
 
 
 def run(tool: AgentTool, **arguments: Any) -> AgentToolResult:
@@ -220,6 +222,34 @@ def test_summary_follows_stock_changes(tools: dict[str, AgentTool]) -> None:
     after = run(tools["cellar_summary"]).details
     assert after["bottles"] == before["bottles"] - 1
     assert after["value"] == pytest.approx(before["value"] - 950)
+
+
+async def test_cellar_tools_run_through_the_tool_pipeline(tools: dict[str, AgentTool]) -> None:
+    # As the runtime runs them: raw JSON arguments validated into the model, the sync function in a
+    # worker thread (so the cellar must not share a connection across threads).
+    def call(name: str, arguments: dict[str, Any]) -> ToolCall:
+        return ToolCall(id=f"call-{name}", name=name, arguments=arguments)
+
+    found = await execute_tool(
+        tools["search_wines"], call("search_wines", {"grape": "Nebbiolo"}), AbortSignal(), lambda _u: None
+    )
+    assert {wine["id"] for wine in found.details} == {22, 23}
+
+    refused = await execute_tool(
+        tools["search_wines"], call("search_wines", {"colour": "red"}), AbortSignal(), lambda _u: None
+    )
+    assert refused.is_error
+    assert "INVALID_PARAMETERS" in text_of(refused)
+    assert "colour" in text_of(refused)
+
+    oversold = await execute_tool(
+        tools["update_stock"],
+        call("update_stock", {"wine_id": 21, "change": -5}),
+        AbortSignal(),
+        lambda _u: None,
+    )
+    assert oversold.is_error
+    assert "only 2 in stock" in text_of(oversold)
 
 
 # ------------------------------------------------------------------------------------------- calculator
