@@ -84,6 +84,13 @@ def _wine_from_row(row: sqlite3.Row) -> Wine:
     )
 
 
+def _fetch_wine(connection: sqlite3.Connection, wine_id: int) -> Wine:
+    row = connection.execute(f"SELECT {_COLUMNS} FROM wines WHERE id = ?", (wine_id,)).fetchone()
+    if row is None:
+        raise CellarError(f"There is no wine with id {wine_id}. Use search_wines to find a wine's id.")
+    return _wine_from_row(row)
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right_aligned: set[int]) -> str:
     """A Markdown pipe table with padded columns: readable as plain text and by any model."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
@@ -271,20 +278,12 @@ class WineCellar:
 
     def get(self, wine_id: int) -> Wine:
         with self._connect() as connection:
-            row = connection.execute(f"SELECT {_COLUMNS} FROM wines WHERE id = ?", (wine_id,)).fetchone()
-        if row is None:
-            raise CellarError(f"There is no wine with id {wine_id}. Use search_wines to find a wine's id.")
-        return _wine_from_row(row)
+            return _fetch_wine(connection, wine_id)
 
     def adjust_stock(self, wine_id: int, change: int) -> Wine:
         """Add (``change > 0``) or remove bottles; refuses to go below zero. Returns the updated wine."""
         with self._write() as connection:
-            row = connection.execute(f"SELECT {_COLUMNS} FROM wines WHERE id = ?", (wine_id,)).fetchone()
-            if row is None:
-                raise CellarError(
-                    f"There is no wine with id {wine_id}. Use search_wines to find a wine's id."
-                )
-            wine = _wine_from_row(row)
+            wine = _fetch_wine(connection, wine_id)
             if wine.stock + change < 0:
                 raise CellarError(
                     f"Cannot remove {-change} bottle(s) of {wine.title}: only {wine.stock} in stock. Nothing was changed."
