@@ -297,6 +297,13 @@ class _Run:
     async def stream_response(self) -> AsyncIterator[AgentEvent]:
         """message_start, message_update*, message_end for one model call; the last event is always
         a ``message_end`` carrying the final ``AssistantMessage``."""
+        if self.signal.aborted:
+            # Already aborted (e.g. during the tool batch): don't call the model at all, in any
+            # runtime, so the in-process and durable transcripts agree exactly.
+            aborted = self._failure("Request was aborted", None)
+            yield MessageStartEvent(message=aborted)
+            yield MessageEndEvent(message=aborted)
+            return
         started = False
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None

@@ -9,9 +9,11 @@ id, so sending an entry twice (a retried or re-sent batch) is harmless and a los
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from .messages import Message
+from .messages import AssistantMessage, Message
 from .session.entries import EntryBase, LeafEntry, MessageEntry, SessionEntry
+from .session.stats import SessionStats, StatsAccumulator
 
 
 class Transcript:
@@ -86,4 +88,20 @@ class Transcript:
         return kept, self.message_count - len(kept)
 
 
-__all__ = ["EntryBase", "Transcript"]
+__all__ = ["EntryBase", "Transcript", "add_message_to_stats"]
+
+
+def add_message_to_stats(stats: SessionStats, message: Message) -> SessionStats:
+    """``stats`` plus one message: the workflow's running totals, counted as the session file counts."""
+    accumulator = StatsAccumulator()
+    for key in accumulator.totals:
+        accumulator.totals[key] = getattr(stats, key)
+    accumulator.cost_total = stats.cost_total
+    view: dict[str, Any] = {"role": message.role}
+    usage = getattr(message, "usage", None)
+    if usage is not None:
+        view["usage"] = usage.model_dump(mode="json")
+    if isinstance(message, AssistantMessage):
+        view["content"] = [{"type": block.type} for block in message.content]
+    accumulator.add({"type": "message", "message": view})
+    return accumulator.snapshot()

@@ -59,8 +59,8 @@ with workflow.unsafe.imports_passed_through():
         ModelChangeEntry,
         ThinkingLevelChangeEntry,
     )
-    from agentcore.session.stats import SessionStats, add_message_to_stats
-    from agentcore.transcript import Transcript
+    from agentcore.session.stats import SessionStats
+    from agentcore.transcript import Transcript, add_message_to_stats
 
 from . import policies
 from .runtime import TemporalRuntime

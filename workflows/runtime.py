@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ThinkingDelta,
         ThinkingEnd,
         ThinkingStart,
+        ToolCallDelta,
         ToolCallEnd,
         ToolCallStart,
     )
@@ -209,5 +210,10 @@ def _block_events(message: AssistantMessage) -> list[StreamEvent]:
             events.append(ThinkingEnd(content_index=index, content=block.thinking, partial=message))
         else:
             events.append(ToolCallStart(content_index=index, partial=message))
+            events.append(
+                ToolCallDelta(
+                    content_index=index, delta=orjson.dumps(block.arguments).decode(), partial=message
+                )
+            )
             events.append(ToolCallEnd(content_index=index, tool_call=block, partial=message))
     return events
