@@ -204,7 +204,10 @@ async def execute_tool_with_timeout(
     tool_signal = AbortSignal()
     remove = signal.add_listener(lambda: tool_signal.abort(signal.reason))
     try:
-        return await asyncio.wait_for(execute_tool(tool, call, tool_signal, on_update), limit)
+        # asyncio.timeout rather than wait_for: no extra task, so the tool starts in the same step as
+        # its tool_execution_start event is queued, as it would if the loop called it directly.
+        async with asyncio.timeout(limit):
+            return await execute_tool(tool, call, tool_signal, on_update)
     except TimeoutError:
         tool_signal.abort("timeout")
         return error_result(
