@@ -313,7 +313,9 @@ async def test_abort_closes_the_stream_promptly(server: LoopbackServer):
     assert latency < 1.0
     sent = len(server.frame_times)
     await asyncio.sleep(0.1)
-    assert len(server.frame_times) <= sent + 1, "the server kept streaming after the abort"
+    # The server notices the closed socket within two writes (the first one draws the peer's reset);
+    # had the stream stayed open, ten more frames would have gone out in those 100 ms.
+    assert len(server.frame_times) <= sent + 2, "the server kept streaming after the abort"
 
 
 async def test_already_aborted_signal_sends_nothing(server: LoopbackServer):

@@ -20,6 +20,7 @@ import orjson
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
 
 _NUMBER_PREFIX = re.compile(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_STRING_SPECIAL = re.compile(rb'["\\]')
 _CLOSERS = {ord("{"): b"}", ord("["): b"]"}
 
 
@@ -85,6 +86,12 @@ def _completions(data: bytes) -> list[bytes]:
                 in_string = False
                 if not string_is_key:
                     safe_end, safe_stack = i + 1, bytes(stack)
+            else:
+                # Skip to the next quote or backslash in C: string bodies are most of the bytes,
+                # and this runs again on every fragment of a long argument.
+                special = _STRING_SPECIAL.search(data, i)
+                i = special.start() if special else n
+                continue
             i += 1
             continue
         if byte == 0x22:

@@ -385,7 +385,7 @@ class LoopbackServer:
         self.port = port
         self.scripts: deque[Script] = deque()
         self.requests: list[RecordedRequest] = []
-        # perf_counter() after each frame of the latest response was written (latency bench).
+        # perf_counter() just before each frame of the latest response was written (latency bench).
         self.frame_times: list[float] = []
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -536,9 +536,9 @@ class LoopbackServer:
         for frame in frames:
             if script.delay:
                 await asyncio.sleep(script.delay)
+            self.frame_times.append(time.perf_counter())
             writer.write(b"%x\r\n%s\r\n" % (len(frame), frame))
             await writer.drain()
-            self.frame_times.append(time.perf_counter())
         if script.drop_after is not None:
             # Abort, not close: the client sees a reset with the chunked body unfinished.
             writer.transport.abort()
@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> None:
         async with LoopbackServer(host=args.host, port=args.port) as server:
             print(f"OpenAI-compatible base_url: {server.openai_base_url}")
             print(f"Anthropic base_url:         {server.anthropic_base_url}")
-            print("Any API key works. Ctrl-C stops.")
+            print("Any API key works. Ctrl-C stops.", flush=True)
             await asyncio.Event().wait()
 
     try:
