@@ -365,3 +365,16 @@ async def test_sync_tool_runs_in_a_thread_and_reports_progress() -> None:
 async def test_tool_names_are_refused_in_process() -> None:
     with pytest.raises(ValidationError, match="tools.0"):
         Agent(model=MODEL, tools=["search_wines"])
+
+
+async def test_default_stream_fn_is_looked_up_in_providers_at_call_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import agentcore.providers
+
+    model = ScriptedModel([text("from the provider registry")])
+    agent = Agent(model=MODEL)  # no stream_fn: agentcore.providers.stream, resolved when the run calls it
+    monkeypatch.setattr(agentcore.providers, "stream", model, raising=False)
+    await agent.prompt("hi")
+    assert said(agent.messages[-1]) == "from the provider registry"
+    assert len(model.calls) == 1
