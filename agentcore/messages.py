@@ -126,6 +126,10 @@ class UserMessage(WireModel):
     def _text_shorthand(cls, value: Any) -> Any:
         return [{"type": "text", "text": value}] if isinstance(value, str) else value
 
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, TextContent))
+
     @model_validator(mode="after")
     def _non_empty_text(self) -> UserMessage:
         # SPEC-8.1 applies to what users send. Assistant and tool text are what a model or tool

@@ -109,6 +109,7 @@ class ConversationWorkflow:
         self.streaming_message: AssistantMessage | None = None
         self.pending_tool_calls: set[str] = set()
         self.write_blocked = False
+        self.initialized = False
 
     # ------------------------------------------------------------------------------------- main loop
 
@@ -118,6 +119,7 @@ class ConversationWorkflow:
             self._record_initial_settings(inp)
         if self.config.tool_names:
             await self._describe_tools(self.config.tool_names)
+        self.initialized = True
         self._set_details()
         while True:
             await workflow.wait_condition(
@@ -478,7 +480,9 @@ class ConversationWorkflow:
 
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
-        await workflow.wait_condition(lambda: not self._busy() and not self.transcript.unwritten)
+        await workflow.wait_condition(
+            lambda: self.initialized and not self._busy() and not self.transcript.unwritten
+        )
         return Accepted(id=request.id, message_count=self.transcript.message_count)
 
     # ------------------------------------------------------------------------------------ signals

@@ -1,0 +1,236 @@
+"""Every update, validator, signal and query of the conversation workflow, on a real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from agentcore import AgentOptions, ThinkingLevel
+from agentcore.errors import (
+    AgentBusyError,
+    AgentNotFoundError,
+    InvalidMessageRoleError,
+    RateLimitError,
+    ToolNotFoundError,
+    ValidationError,
+)
+from agentcore.protocol import ConversationLimits
+from agentcore.session import JsonlSessionStorage
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from tests.durable_support import FAST_LIMITS, add_tool, collect_run, running_worker
+
+
+def _echo(context) -> object:  # type: ignore[no-untyped-def]
+    last = context.messages[-1]
+    return text(f"echo {len([m for m in context.messages if m.role == 'user'])}: {getattr(last, 'text', '')}")
+
+
+async def _count_events(agent, kind: EventType.ValueType) -> int:  # type: ignore[no-untyped-def]
+    history = await agent.handle.fetch_history()
+    return sum(1 for event in history.events if event.event_type == kind)
+
+
+async def test_busy_refusals_leave_history_untouched(temporal_client: Client, tmp_path: Path) -> None:
+    slow = ScriptedModel(_echo, chunks=50, delay=0.02)
+    async with running_worker(temporal_client, tmp_path, slow) as h:
+        agent = await h.agents.start("busy", AgentOptions(model=scripted_model()))
+        await agent.prompt("first")
+        for call in (agent.prompt("second"), agent.reset(), agent.set_model(scripted_model("other"))):
+            with pytest.raises(AgentBusyError):
+                await call
+        with pytest.raises(AgentBusyError):
+            await agent.continue_()
+        await agent.wait_for_idle(timeout=20)
+        # Refused updates never reach history: only the accepted prompt and wait_for_idle are there.
+        accepted = await _count_events(agent, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+        assert accepted == 2
+        state = await agent.get_state()
+        assert [m.role for m in state.messages] == ["user", "assistant"]
+
+
+async def test_continue_preconditions_and_queue_drain(temporal_client: Client, tmp_path: Path) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo)) as h:
+        agent = await h.agents.start("cont", AgentOptions(model=scripted_model()))
+        with pytest.raises(InvalidMessageRoleError, match="No messages"):
+            await agent.continue_()
+        await agent.prompt("hello")
+        await agent.wait_for_idle(timeout=20)
+        with pytest.raises(InvalidMessageRoleError, match="assistant"):
+            await agent.continue_()
+        await agent.steer("queued while idle")
+        queues = await agent.get_queues()
+        assert [q.message.content[0].text for q in queues.steering] == ["queued while idle"]  # type: ignore[union-attr]
+        await agent.continue_()
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        assert [m.role for m in state.messages] == ["user", "assistant", "user", "assistant"]
+        assert state.messages[-1].text == "echo 2: queued while idle"  # type: ignore[union-attr]
+        assert (await agent.get_queues()).steering == []
+
+
+async def test_settings_updates_are_recorded_in_the_session(temporal_client: Client, tmp_path: Path) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), tools=[add_tool()]) as h:
+        agent = await h.agents.start("settings", AgentOptions(model=scripted_model()))
+        await agent.set_model(scripted_model("bigger", context_window=9999))
+        await agent.set_thinking_level(ThinkingLevel.HIGH)
+        await agent.set_system_prompt("You are terse.")
+        await agent.set_tools(["add"])
+        with pytest.raises(ToolNotFoundError, match="missing_tool"):
+            await agent.set_tools(["add", "missing_tool"])
+        await agent.prompt("hi")
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        assert state.model.id == "bigger" and state.thinking_level == ThinkingLevel.HIGH
+        assert [t.name for t in state.tools] == ["add"] and state.system_prompt == "You are terse."
+        with JsonlSessionStorage.open(h.session_path("settings")) as storage:
+            context = storage.build_context()
+        assert (
+            context.model is not None
+            and context.model.id == "bigger"
+            and context.model.context_window == 9999
+        )
+        assert context.thinking_level == ThinkingLevel.HIGH
+        assert context.system_prompt == "You are terse."
+        assert context.active_tools == ["add"]
+
+
+async def test_reset_clears_transcript_and_moves_the_session_leaf(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo)) as h:
+        agent = await h.agents.start("reset", AgentOptions(model=scripted_model()))
+        await agent.prompt("one")
+        await agent.wait_for_idle(timeout=20)
+        await agent.reset()
+        assert (await agent.get_state()).messages == []
+        await agent.prompt("two")
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        assert [m.role for m in state.messages] == ["user", "assistant"]
+        assert state.messages[-1].text == "echo 1: two"  # type: ignore[union-attr]
+        with JsonlSessionStorage.open(h.session_path("reset")) as storage:
+            assert [m.role for m in storage.build_context().messages] == ["user", "assistant"]
+            # Nothing is deleted: the first exchange is still in the file, on its own branch.
+            assert storage.get_session_stats().message_count == 4
+
+
+async def test_repeated_ids_apply_once(temporal_client: Client, tmp_path: Path) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo, delay=0.01, chunks=20)) as h:
+        agent = await h.agents.start("dedup", AgentOptions(model=scripted_model()))
+        first = await agent.prompt("once", id="p-1")
+        again = await agent.prompt("once", id="p-1")
+        assert first.status == "accepted" and again.status in ("accepted", "duplicate")
+        await agent.follow_up("later", id="f-1")
+        await agent.follow_up("later", id="f-1")
+        await agent.steer("now", id="s-1")
+        await agent.steer("now", id="s-1")
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        users = [m.text for m in state.messages if m.role == "user"]  # type: ignore[union-attr]
+        assert users == ["once", "now", "later"]
+        # A repeat after the run ended is still recognised (ids are remembered, not just in flight).
+        await agent.prompt("once", id="p-1")
+        await agent.wait_for_idle(timeout=20)
+        assert (await agent.get_state()).message_count == len(state.messages)
+
+
+async def test_rate_limits_refuse_with_a_clear_error(temporal_client: Client, tmp_path: Path) -> None:
+    limits = FAST_LIMITS.model_copy(update={"max_messages": 4, "max_messages_per_minute": 3})
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), limits=limits) as h:
+        agent = await h.agents.start("limits", AgentOptions(model=scripted_model()))
+        for i in range(2):
+            await agent.prompt(f"m{i}")
+            await agent.wait_for_idle(timeout=20)
+        with pytest.raises(RateLimitError, match="limit is 4"):
+            await agent.prompt("one too many")
+        state = await agent.get_state()
+        assert len(state.messages) == 4  # nothing lost, nothing added
+
+    per_minute = FAST_LIMITS.model_copy(update={"max_messages_per_minute": 2})
+    async with running_worker(temporal_client, tmp_path / "b", ScriptedModel(_echo), limits=per_minute) as h:
+        agent = await h.agents.start("per-minute", AgentOptions(model=scripted_model()))
+        await agent.prompt("a")
+        await agent.wait_for_idle(timeout=20)
+        await agent.prompt("b")
+        await agent.wait_for_idle(timeout=20)
+        with pytest.raises(RateLimitError, match="per minute"):
+            await agent.prompt("c")
+
+
+async def test_queries_and_not_found(temporal_client: Client, tmp_path: Path) -> None:
+    model = ScriptedModel([tool_calls([("add", {"a": 1, "b": 1})]), text("2")])
+    async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:
+        with pytest.raises(AgentNotFoundError):
+            await h.agents.attach("no-such-session")
+        agent = await h.agents.start("queries", AgentOptions(model=scripted_model(), tools=["add"]))
+        await agent.prompt("1+1?")
+        events = await collect_run(agent)
+        assert events[-1].type == "agent_end"
+        await agent.wait_for_idle(timeout=20)
+        page = await agent.get_messages(1, 3)
+        assert page.start == 1 and page.total == 4
+        assert [m.role for m in page.messages] == ["assistant", "toolResult"]
+        stats = await agent.get_session_stats()
+        assert stats.message_count == 4 and stats.tool_calls == 1
+        attached = await h.agents.attach("queries")
+        assert (await attached.get_state()).message_count == 4
+        with pytest.raises(ValidationError):
+            await agent.prompt("")
+
+
+async def test_continue_as_new_carries_queues_and_state(temporal_client: Client, tmp_path: Path) -> None:
+    limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), limits=limits) as h:
+        agent = await h.agents.start("rollover", AgentOptions(model=scripted_model()))
+        first_run = (await agent.handle.describe()).run_id
+        for i in range(6):
+            await agent.prompt(f"p{i}")
+            await agent.wait_for_idle(timeout=20)
+        await agent.steer("kept across runs")
+        await agent.follow_up("also kept")
+        # Let the workflow roll over while the messages are queued.
+        for _ in range(100):
+            if (await agent.handle.describe()).run_id != first_run:
+                break
+            await asyncio.sleep(0.1)
+        assert (await agent.handle.describe()).run_id != first_run
+        queues = await agent.get_queues()
+        assert len(queues.steering) == 1 and len(queues.follow_up) == 1
+        await agent.continue_()
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        users = [m.text for m in state.messages if m.role == "user"]  # type: ignore[union-attr]
+        assert users[-2:] == ["kept across runs", "also kept"]
+        assert state.message_count == 16
+        with JsonlSessionStorage.open(h.session_path("rollover")) as storage:
+            assert len(storage.build_context().messages) == 16
+
+
+async def test_recover_rebuilds_a_conversation_from_its_session_file(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    model = ScriptedModel(_echo)
+    async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:
+        original = await h.agents.start(
+            "orig", AgentOptions(model=scripted_model(), tools=["add"], system_prompt="S")
+        )
+        for i in range(3):
+            await original.prompt(f"q{i}")
+            await original.wait_for_idle(timeout=20)
+        before = await original.get_state()
+        copy = tmp_path / "elsewhere.jsonl"
+        copy.write_bytes(h.session_path("orig").read_bytes())
+        recovered = await h.agents.recover(copy, session_id="recovered")
+        await recovered.wait_for_idle(timeout=20)
+        state = await recovered.get_state()
+        assert [m.model_dump() for m in state.messages] == [m.model_dump() for m in before.messages]
+        assert state.system_prompt == "S" and [t.name for t in state.tools] == ["add"]
+        await recovered.prompt("q3")
+        await recovered.wait_for_idle(timeout=20)
+        after = await recovered.get_state()
+        assert after.messages[-1].text == "echo 4: q3"  # type: ignore[union-attr]
+        assert (await recovered.get_session_stats()).message_count == 8
