@@ -1,0 +1,90 @@
+"""Record workflow histories for the replay tests: ``python -m tests.histories.record``.
+
+Runs a few conversations (tool turns, steering, abort, continue-as-new) on a fresh dev server and
+writes each run's history to ``tests/histories/<name>.json``. Re-record only when a change is meant
+to be incompatible (and then version the workflow); ``tests/test_replay.py`` replays every file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from agentcore import AgentOptions
+from agentcore.protocol import ConversationLimits
+from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from tests.durable_support import add_tool, collect_run, running_worker, sleep_tool
+
+HERE = Path(__file__).parent
+
+
+async def record_all(client: Client, workdir: Path) -> dict[str, str]:
+    histories: dict[str, str] = {}
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user" and "add" in last.text:
+            return tool_calls([("add", {"a": 2, "b": 3}), ("add", {"a": 1, "b": 1})])
+        if last.role == "user" and "sleep" in last.text:
+            return tool_calls([("sleep", {"seconds": 0.5})])
+        return text(f"reply to {last.role}")
+
+    limits = ConversationLimits(
+        continue_as_new_after_events=60, llm_heartbeat_seconds=2, tool_heartbeat_seconds=2
+    )
+    async with running_worker(
+        client, workdir, ScriptedModel(respond), tools=[add_tool(), sleep_tool()], limits=limits
+    ) as h:
+        agent = await h.agents.start(
+            "tools-and-steering", AgentOptions(model=scripted_model(), tools=["add", "sleep"])
+        )
+        await agent.prompt("please add")
+        await agent.wait_for_idle(timeout=30)
+        offset = await agent.event_offset()
+        await agent.prompt("please sleep")
+        await agent.steer("steering message")
+        await collect_run(agent, offset)
+        await agent.follow_up("a follow-up")
+        await agent.continue_()
+        await agent.wait_for_idle(timeout=30)
+        await agent.set_thinking_level("high")
+        await agent.prompt("please sleep")
+        await asyncio.sleep(0.3)
+        await agent.abort()
+        await agent.wait_for_idle(timeout=30)
+        for i in range(5):  # past continue_as_new_after_events: the history ends in continue-as-new
+            await agent.prompt(f"more {i}")
+            await agent.wait_for_idle(timeout=30)
+        executions = [e async for e in client.list_workflows(f'WorkflowId = "{agent.session_id}"')]
+        for number, execution in enumerate(sorted(executions, key=lambda e: e.start_time), start=1):
+            run_history = await client.get_workflow_handle(
+                agent.session_id, run_id=execution.run_id
+            ).fetch_history()
+            histories[f"{agent.session_id}-run{number}"] = run_history.to_json()
+    return histories
+
+
+async def main() -> None:
+    env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER,
+        dev_server_existing_path=shutil.which("temporal"),
+        search_attributes=list(search_attribute_keys().values()),
+    )
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            histories = await record_all(env.client, Path(tmp))
+    finally:
+        await env.shutdown()
+    for name, data in histories.items():
+        (HERE / f"{name}.json").write_text(data)
+        print(f"recorded {name}.json ({len(data)} bytes)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
