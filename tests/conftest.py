@@ -12,6 +12,23 @@ from temporalio.testing import WorkflowEnvironment
 from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-reliability",
+        action="store_true",
+        help="run tests/reliability (real processes killed by pid; a slower, separate CI stage)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-reliability"):
+        return
+    skip = pytest.mark.skip(reason="reliability stage: run with --run-reliability")
+    for item in items:
+        if "tests/reliability/" in str(item.fspath):
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     binary = shutil.which("temporal")
