@@ -28,7 +28,7 @@ from .errors import (
 from .jsonschema import format_path, validate
 from .messages import ToolCall
 from .runtime import AbortSignal
-from .tools import AgentTool, AgentToolResult
+from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult
 
 __all__ = ["error_result", "execute_tool", "execute_tool_with_timeout", "validate_arguments"]
 
@@ -58,6 +58,14 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
     """The arguments ``execute`` receives: a model instance when ``parameters`` is a pydantic model
     class, else the JSON value checked against the schema. Raises ``_InvalidArguments``."""
     parameters = tool.parameters
+    if (
+        isinstance(arguments, dict)
+        and len(arguments) == 1
+        and isinstance(arguments.get(RAW_ARGUMENTS_KEY), str)
+    ):
+        raise _InvalidArguments(
+            [("root", f"arguments are not a JSON object: {arguments[RAW_ARGUMENTS_KEY]!r}")]
+        )
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
         try:
             return parameters.model_validate(arguments)

@@ -17,6 +17,9 @@ from .messages import ToolResultContent, Usage, WireModel
 from .model import ToolExecutionMode
 
 TOOL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# A provider whose model sent tool arguments that are not a JSON object keeps the raw text under this
+# key, so validation can report exactly what the model sent (INVALID_PARAMETERS) instead of guessing.
+RAW_ARGUMENTS_KEY = "__raw_arguments__"
 DEFAULT_TOOL_TIMEOUT_SECONDS = 120.0
 
 

@@ -222,3 +222,22 @@ async def test_terminate_usage_and_details_survive_the_pipeline() -> None:
         make_tool("t", parameters=Forecast), call({"x": object()}), AbortSignal(), no_updates
     )
     assert orjson.loads(orjson.dumps(failed.model_dump(mode="json")))["is_error"] is True
+
+
+async def test_arguments_that_are_not_json_get_invalid_parameters() -> None:
+    from agentcore import AgentTool, AgentToolResult, ToolCall
+    from agentcore.runtime import AbortSignal
+    from agentcore.tool_exec import execute_tool
+    from agentcore.tools import RAW_ARGUMENTS_KEY
+
+    tool = AgentTool(
+        name="t",
+        description="d",
+        parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
+        execute=lambda *a: AgentToolResult.text("ran"),
+    )
+    call = ToolCall(id="c1", name="t", arguments={RAW_ARGUMENTS_KEY: '{"x": 1,'})
+    result = await execute_tool(tool, call, AbortSignal(), lambda _: None)
+    assert result.is_error
+    assert result.details["error_code"] == "INVALID_PARAMETERS"
+    assert '{"x": 1,' in result.content[0].text  # type: ignore[union-attr]
