@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ..tools import RAW_ARGUMENTS_KEY
+from ..tools import RAW_ARGUMENTS_KEY as RAW_ARGUMENTS_KEY
 
 _NUMBER_PREFIX = re.compile(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _STRING_SPECIAL = re.compile(rb'["\\]')
