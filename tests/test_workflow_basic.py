@@ -35,3 +35,21 @@ async def test_tool_turn_reaches_state_events_and_session_file(
             assert [m.model_dump() for m in context.messages] == [m.model_dump() for m in state.messages]
             assert context.system_prompt == "Be brief."
             assert context.active_tools == ["add"]
+
+
+async def test_search_attributes_make_conversations_findable(temporal_client: Client, tmp_path: Path) -> None:
+    import asyncio
+
+    model = ScriptedModel(lambda context: text("ok"))
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start("findable-1", AgentOptions(model=scripted_model("finder")))
+        await agent.prompt("hi")
+        await agent.wait_for_idle(timeout=20)
+        found = []
+        for _ in range(50):  # visibility is eventually consistent
+            found = await h.agents.list('AgentModel = "scripted/finder" AND AgentStatus = "idle"')
+            if found and found[0].message_count == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert [s.session_id for s in found] == ["findable-1"]
+        assert found[0].message_count == 2 and found[0].agent_status == "idle"

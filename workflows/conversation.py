@@ -59,13 +59,18 @@ with workflow.unsafe.imports_passed_through():
         ModelChangeEntry,
         ThinkingLevelChangeEntry,
     )
+    from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
     from agentcore.session.stats import SessionStats
+    from agentcore.temporal.connect import search_attribute_keys
     from agentcore.transcript import Transcript, add_message_to_stats
 
 from . import policies
 from .runtime import TemporalRuntime
 
 SEEN_IDS_KEPT = 2_000
+# Search-attribute upserts are commands recorded in history; runs recorded before they existed have
+# none, so this marker keeps those histories replayable.
+PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 
@@ -110,6 +115,7 @@ class ConversationWorkflow:
         self.pending_tool_calls: set[str] = set()
         self.write_blocked = False
         self.initialized = False
+        self._indexed: tuple[Any, ...] | None = None
 
     # ------------------------------------------------------------------------------------- main loop
 
@@ -156,6 +162,7 @@ class ConversationWorkflow:
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
+        self._index()
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -188,6 +195,7 @@ class ConversationWorkflow:
             self.pending_tool_calls.clear()
             self._truncate_events()
             self._set_details()
+            self._index()
 
     def _apply(self, event: AgentEvent) -> None:
         """The state reducer (as pi's Agent): streaming message, transcript, pending tools, errors."""
@@ -560,6 +568,30 @@ class ConversationWorkflow:
         if self.abort_signal is not None and self.abort_signal.aborted:
             return "aborting"
         return "running" if self.running else "idle"
+
+    def _index(self) -> None:
+        """Keep the conversation findable in the UI: status, model, message count, cost."""
+        if not self.search_attributes or not workflow.patched(PATCH_SEARCH_ATTRIBUTES):
+            return
+        model = self.config.model
+        values = (
+            self._status(),
+            f"{model.provider}/{model.id}",
+            self.transcript.message_count,
+            self.stats.cost_total,
+        )
+        if values == self._indexed:
+            return
+        self._indexed = values
+        keys = search_attribute_keys()
+        workflow.upsert_search_attributes(
+            [
+                keys[AGENT_STATUS].value_set(values[0]),
+                keys[AGENT_MODEL].value_set(values[1]),
+                keys[AGENT_MESSAGE_COUNT].value_set(values[2]),
+                keys[AGENT_COST_USD].value_set(values[3]),
+            ]
+        )
 
     def _set_details(self) -> None:
         model = self.config.model
