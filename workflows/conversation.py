@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         SetToolsRequest,
     )
     from agentcore.runtime import AbortSignal
+    from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
     from agentcore.session.entries import (
         SYSTEM_PROMPT_CUSTOM_TYPE,
         ActiveToolsChangeEntry,
@@ -59,7 +60,6 @@ with workflow.unsafe.imports_passed_through():
         ModelChangeEntry,
         ThinkingLevelChangeEntry,
     )
-    from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
     from agentcore.transcript import Transcript, add_message_to_stats
