@@ -1,0 +1,134 @@
+"""The event stream of a durable conversation: ordered, offset-addressed, resumable, across rollovers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from agentcore import AgentOptions, AssistantMessage, Model
+from agentcore.events import StreamDone, StreamError, StreamEvent, StreamStart, TextDelta, TextEnd, TextStart
+from agentcore.messages import TextContent
+from agentcore.protocol import ConversationLimits
+from agentcore.runtime import LlmContext, StreamOptions
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from tests.durable_support import add_tool, collect_run, running_worker
+
+
+def _respond(context: LlmContext) -> Any:
+    last = context.messages[-1]
+    if last.role == "user":
+        return tool_calls([("add", {"a": 1, "b": 2})])
+    return text("three")
+
+
+async def test_resume_from_an_offset_loses_and_repeats_nothing(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("resume", AgentOptions(model=scripted_model(), tools=["add"]))
+        await agent.prompt("1+2")
+        await agent.wait_for_idle(timeout=20)
+        everything = [(offset, event.type) async for offset, event in _until_end(agent.events(0))]
+        assert [offset for offset, _ in everything] == list(range(len(everything)))
+        cut = len(everything) // 2
+        first = []
+        async for offset, event in agent.events(0):
+            first.append((offset, event.type))
+            if len(first) == cut:
+                break  # the subscriber disconnects here
+        rest = [(offset, event.type) async for offset, event in _until_end(agent.events(first[-1][0] + 1))]
+        assert first + rest == everything
+
+
+async def _until_end(events: AsyncIterator[tuple[int, Any]]) -> AsyncIterator[tuple[int, Any]]:
+    async for offset, event in events:
+        yield offset, event
+        if event.type == "agent_end":
+            return
+
+
+async def test_a_subscriber_follows_continue_as_new(temporal_client: Client, tmp_path: Path) -> None:
+    limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
+    model = ScriptedModel(lambda context: text("ok"))
+    async with running_worker(temporal_client, tmp_path, model, limits=limits) as h:
+        agent = await h.agents.start("follow", AgentOptions(model=scripted_model()))
+        seen: list[tuple[int, str]] = []
+        ends = 0
+
+        async def subscriber() -> None:
+            nonlocal ends
+            async for offset, event in agent.events(0):
+                seen.append((offset, event.type))
+                if event.type == "agent_end":
+                    ends += 1
+                    if ends == 8:
+                        return
+
+        task = asyncio.create_task(subscriber())
+        first_run = (await agent.handle.describe()).run_id
+        for i in range(8):
+            await agent.prompt(f"p{i}")
+            await agent.wait_for_idle(timeout=20)
+        await asyncio.wait_for(task, 30)
+        assert (await agent.handle.describe()).run_id != first_run, "the workflow should have rolled over"
+        offsets = [offset for offset, _ in seen]
+        assert offsets == sorted(set(offsets)), "offsets strictly increase: nothing repeated"
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), "no gap: nothing lost"
+        assert [t for _, t in seen].count("agent_start") == 8
+
+
+class _FlakyProvider:
+    """Fails each context's first call with a retryable error after streaming some text."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[StreamEvent]:
+        self.calls += 1
+        return self._stream(model, self.calls)
+
+    async def _stream(self, model: Model, call: int) -> AsyncIterator[StreamEvent]:
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id, timestamp=1)
+        yield StreamStart(partial=partial)
+        words = "doomed attempt" if call == 1 else "fine answer"
+        partial.content.append(TextContent(text=words))
+        yield TextStart(content_index=0, partial=partial)
+        yield TextDelta(content_index=0, delta=words, partial=partial)
+        yield TextEnd(content_index=0, content=words, partial=partial)
+        await asyncio.sleep(0.2)  # long enough that deltas are published while streaming
+        if call == 1:
+            failed = partial.model_copy(
+                update={"stop_reason": "error", "error_message": "HTTP 529 overloaded"}
+            )
+            yield StreamError(
+                reason="error", error=failed, retryable=True, retry_after_seconds=0.1, status_code=529
+            )
+        else:
+            yield StreamDone(reason="stop", message=partial)
+
+
+async def test_a_retried_model_call_is_announced_and_recorded_once(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with running_worker(temporal_client, tmp_path, _FlakyProvider()) as h:
+        agent = await h.agents.start("retry", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        events = await collect_run(agent)
+        await agent.wait_for_idle(timeout=20)
+        types = [event.type for event in events]
+        assert "llm_retry" in types
+        retry_at = types.index("llm_retry")
+        deltas_before = [e for e in events[:retry_at] if e.type == "message_update"]
+        assert any("doomed" in str(e.assistant_message_event) for e in deltas_before)  # type: ignore[union-attr]
+        state = await agent.get_state()
+        assert [m.role for m in state.messages] == ["user", "assistant"]
+        assert state.messages[-1].text == "fine answer"  # type: ignore[union-attr]
+        history = await agent.handle.fetch_history()
+        failed = [e for e in history.events if e.activity_task_started_event_attributes.attempt == 2]
+        assert failed, "the retry is a second attempt of the same activity, visible in history"
