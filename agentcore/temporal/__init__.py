@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from .connect import DATA_CONVERTER, connect, ensure_data_converter, search_attribute_keys
+from .connect import (
+    DATA_CONVERTER,
+    connect,
+    default_data_converter,
+    ensure_data_converter,
+    search_attribute_keys,
+)
 from .devserver import DevServer, find_temporal_binary
 
 __all__ = [
     "DATA_CONVERTER",
     "DevServer",
     "connect",
+    "default_data_converter",
     "ensure_data_converter",
     "find_temporal_binary",
     "search_attribute_keys",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 
 from ..search_attributes import SEARCH_ATTRIBUTES
 
@@ -16,9 +18,19 @@ from ..search_attributes import SEARCH_ATTRIBUTES
 DATA_CONVERTER = pydantic_data_converter
 
 
+def default_data_converter() -> DataConverter:
+    """``DATA_CONVERTER``, with payload encryption when ``AGENTCORE_ENCRYPTION_KEY`` is set."""
+    from .codec import codec_from_env, with_codec
+
+    return with_codec(DATA_CONVERTER, codec_from_env())
+
+
 async def connect(address: str | None = None, *, namespace: str | None = None, **kwargs: Any) -> Client:
-    """Connect with the pydantic data converter. Defaults: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE``."""
-    kwargs.setdefault("data_converter", DATA_CONVERTER)
+    """Connect with the pydantic data converter. Defaults: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE``.
+
+    With ``AGENTCORE_ENCRYPTION_KEY`` set, payloads are encrypted (see ``agentcore.temporal.codec``)."""
+    if "data_converter" not in kwargs:
+        kwargs["data_converter"] = default_data_converter()
     return await Client.connect(
         address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
         namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
@@ -31,7 +43,10 @@ def ensure_data_converter(client: Client) -> Client:
     if client.data_converter.payload_converter_class is DATA_CONVERTER.payload_converter_class:
         return client
     config = client.config()
-    config["data_converter"] = DATA_CONVERTER
+    # Keep the client's codec (encryption): only the payload converter is swapped.
+    config["data_converter"] = dataclasses.replace(
+        DATA_CONVERTER, payload_codec=client.data_converter.payload_codec
+    )
     return Client(**config)
 
 

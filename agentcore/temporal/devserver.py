@@ -11,7 +11,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from .connect import DATA_CONVERTER, search_attribute_keys
+from .connect import default_data_converter, search_attribute_keys
 
 
 def find_temporal_binary() -> str:
@@ -34,12 +34,15 @@ class DevServer:
         ui: bool = True,
         ui_port: int | None = None,
         persistent: bool = True,
+        codec_endpoint: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.ui = ui
         self.ui_port = ui_port
         self.persistent = persistent
+        # The UI's remote codec (``agentcore codec-server``), so it can show encrypted payloads.
+        self.codec_endpoint = codec_endpoint
         self._env: WorkflowEnvironment | None = None
 
     @property
@@ -60,15 +63,20 @@ class DevServer:
             extra["port"] = self.port
         if self.ui_port is not None:
             extra["ui_port"] = self.ui_port
+        codec_args = ["--ui-codec-endpoint", self.codec_endpoint] if self.codec_endpoint and self.ui else []
         self._env = await WorkflowEnvironment.start_local(
-            data_converter=DATA_CONVERTER,
+            data_converter=default_data_converter(),
             dev_server_existing_path=find_temporal_binary(),
             ui=self.ui,
             search_attributes=list(search_attribute_keys().values()),
             dev_server_log_level="error",
             # The dev server's defaults grow workflow task queues slowly under a burst; a conversation
             # per workflow wants many small tasks handled promptly.
-            dev_server_extra_args=["--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true"],
+            dev_server_extra_args=[
+                "--dynamic-config-value",
+                "frontend.enableUpdateWorkflowExecution=true",
+                *codec_args,
+            ],
             **extra,
         )
         return self
