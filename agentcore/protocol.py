@@ -51,6 +51,7 @@ class ConversationLimits(WireModel):
     continue_as_new_after_events: int = 8_000
     # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
     retained_events: int = 500
+    retained_event_bytes: int = 2 * 1024 * 1024
     # Messages carried across continue-as-new are capped by size; the session file has them all.
     carried_message_bytes: int = 256 * 1024
     # Activity timeouts (seconds). Tests shrink the heartbeats to make worker crashes visible fast.

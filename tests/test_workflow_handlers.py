@@ -234,3 +234,44 @@ async def test_recover_rebuilds_a_conversation_from_its_session_file(
         after = await recovered.get_state()
         assert after.messages[-1].text == "echo 4: q3"  # type: ignore[union-attr]
         assert (await recovered.get_session_stats()).message_count == 8
+
+
+async def test_large_tool_outputs_never_make_a_large_payload(temporal_client: Client, tmp_path: Path) -> None:
+    from pydantic import BaseModel
+
+    from agentcore import AgentTool, AgentToolResult
+
+    class DumpArgs(BaseModel):
+        n: int
+
+    def dump(tool_call_id: str, args: DumpArgs, signal: object, on_update: object) -> AgentToolResult:
+        return AgentToolResult.text(f"{args.n}:" + "x" * 300_000)
+
+    big = AgentTool(name="dump", description="Return a large blob.", parameters=DumpArgs, execute=dump)
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        return tool_calls([("dump", {"n": len(context.messages)})]) if last.role == "user" else text("got it")
+
+    limits = ConversationLimits(continue_as_new_after_events=60, llm_heartbeat_seconds=2)
+    async with running_worker(
+        temporal_client, tmp_path, ScriptedModel(respond), tools=[big], limits=limits
+    ) as h:
+        agent = await h.agents.start("big", AgentOptions(model=scripted_model(), tools=["dump"]))
+        for i in range(12):
+            await agent.prompt(f"dump {i}")
+            await agent.wait_for_idle(timeout=30)
+        largest = 0
+        runs = 0
+        async for execution in temporal_client.list_workflows('WorkflowId = "big"'):
+            runs += 1
+            history = await temporal_client.get_workflow_handle(
+                "big", run_id=execution.run_id
+            ).fetch_history()
+            for event in history.events:
+                largest = max(largest, event.ByteSize())
+        assert runs > 1, "the conversation should have continued-as-new"
+        assert largest < 1_000_000, f"largest history event {largest} bytes"
+        assert (await agent.get_state()).message_count == 48
+        with JsonlSessionStorage.open(h.session_path("big")) as storage:
+            assert storage.get_session_stats().message_count == 48

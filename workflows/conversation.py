@@ -295,7 +295,9 @@ class ConversationWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.pending_run is not None:
             return  # a prompt landed while handlers drained: run it first, roll over after
-        self._truncate_events(keep=self.limits.retained_events // 5)
+        self._truncate_events(
+            keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes
+        )
         messages, first_index = self.transcript.carry_tail(
             self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
         )
@@ -320,11 +322,22 @@ class ConversationWorkflow:
         )
         workflow.continue_as_new(args=[carry, self.stream.get_state()])
 
-    def _truncate_events(self, keep: int | None = None) -> None:
-        retained = self.limits.retained_events if keep is None else keep
-        end = self.stream._on_offset()  # the stream's own offset query; there is no public getter
-        if end - retained > 0:
-            self.stream.truncate(end - retained)
+    def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
+        """Bound the retained event log by count and by bytes (events can carry large tool output;
+        the log is memory now and continue-as-new input later, which must stay far below 2 MB)."""
+        max_events = self.limits.retained_events if keep is None else keep
+        max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
+        # WorkflowStream exposes no size view of its log; read it (never mutate it) to pick the cut.
+        log = self.stream._log
+        kept = size = 0
+        for item in reversed(log):
+            size += item.data.ByteSize()
+            if kept >= max_events or size > max_bytes:
+                break
+            kept += 1
+        end = self.stream._on_offset()
+        if kept < len(log):
+            self.stream.truncate(end - kept)
 
     # ------------------------------------------------------------------------------------ updates
 
