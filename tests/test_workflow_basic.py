@@ -53,3 +53,27 @@ async def test_search_attributes_make_conversations_findable(temporal_client: Cl
             await asyncio.sleep(0.1)
         assert [s.session_id for s in found] == ["findable-1"]
         assert found[0].message_count == 2 and found[0].agent_status == "idle"
+
+
+async def test_get_state_shows_the_message_being_streamed(temporal_client: Client, tmp_path: Path) -> None:
+    import asyncio
+
+    model = ScriptedModel(
+        lambda context: text("one two three four five six seven eight"), chunks=40, delay=0.05
+    )
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start("partial", AgentOptions(model=scripted_model()))
+        await agent.prompt("count")
+        partial_texts = []
+        for _ in range(60):
+            state = await agent.get_state()
+            if state.streaming_message is not None and state.streaming_message.text:
+                partial_texts.append(state.streaming_message.text)
+            if not state.is_streaming and partial_texts:
+                break
+            await asyncio.sleep(0.05)
+        await agent.wait_for_idle(timeout=20)
+        final = (await agent.get_state()).messages[-1].text
+        assert partial_texts, "a query mid-stream sees the partial text"
+        assert all(final.startswith(p) for p in partial_texts)
+        assert any(len(p) < len(final) for p in partial_texts)

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
     from agentcore.messages import AssistantMessage, Message
     from agentcore.model import QueueMode
+    from agentcore.partial import apply_delta
     from agentcore.protocol import (
         EVENTS_TOPIC,
         WORKFLOW_NAME,
@@ -116,6 +117,7 @@ class ConversationWorkflow:
         self.write_blocked = False
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
+        self._streaming_from = 0
 
     # ------------------------------------------------------------------------------------- main loop
 
@@ -202,6 +204,8 @@ class ConversationWorkflow:
         if event.type == "message_start":
             if isinstance(event.message, AssistantMessage):
                 self.streaming_message = event.message
+                # Deltas published from here on (by the model activity) rebuild the partial on query.
+                self._streaming_from = self.stream._on_offset() + 1
         elif event.type == "message_end":
             self.streaming_message = None
             written = self.runtime.written_message
@@ -542,7 +546,7 @@ class ConversationWorkflow:
             first_message_index=self.transcript.first_message_index,
             message_count=self.transcript.message_count,
             is_streaming=self.running,
-            streaming_message=self.streaming_message,
+            streaming_message=self._streaming_partial(),
             pending_tool_calls=sorted(self.pending_tool_calls),
             error_message=self.error_message,
             status=self._status(),
@@ -551,6 +555,20 @@ class ConversationWorkflow:
             event_offset=self.stream._on_offset(),
             leaf_id=self.transcript.leaf_id,
         )
+
+    def _streaming_partial(self) -> AssistantMessage | None:
+        """The message being streamed, rebuilt from the deltas in the event log (queries only: the
+        deltas are folded here, on demand, so streaming costs the workflow nothing)."""
+        if self.streaming_message is None:
+            return None
+        partial = self.streaming_message.model_copy(deep=True)
+        converter = workflow.payload_converter()
+        start = max(0, self._streaming_from - self.stream._base_offset)
+        for item in self.stream._log[start:]:
+            event = converter.from_payloads([item.data])[0]
+            if isinstance(event, dict) and event.get("type") == "message_update":
+                apply_delta(partial, event.get("assistant_message_event") or {})
+        return partial
 
     @workflow.query(name="get_messages")
     def get_messages(self, query: MessagesQuery) -> MessagesPage:

@@ -1,0 +1,44 @@
+"""Rebuild a streaming assistant message from ``message_update`` deltas.
+
+Durable deltas travel without the partial message (the log stays lean); whoever wants the message
+so far (``get_state().streaming_message``, a chat UI) folds the deltas into one with ``apply_delta``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
+
+
+def apply_delta(message: AssistantMessage, delta: dict[str, Any]) -> None:
+    """Fold one ``assistant_message_event`` (as published in ``message_update``) into ``message``."""
+    kind = delta.get("type", "")
+    index = delta.get("content_index")
+    if not isinstance(index, int) or index < 0:
+        return
+    blocks = message.content
+    if kind == "text_start" or (kind == "text_delta" and index >= len(blocks)):
+        _ensure(blocks, index, lambda: TextContent(text=""))
+    elif kind == "thinking_start" or (kind == "thinking_delta" and index >= len(blocks)):
+        _ensure(blocks, index, lambda: ThinkingContent(thinking=""))
+    elif kind == "toolcall_start":
+        _ensure(blocks, index, lambda: ToolCall(id="", name=""))
+    if index >= len(blocks):
+        return
+    block = blocks[index]
+    if kind == "text_delta" and isinstance(block, TextContent):
+        block.text += str(delta.get("delta", ""))
+    elif kind == "text_end" and isinstance(block, TextContent):
+        block.text = str(delta.get("content", block.text))
+    elif kind == "thinking_delta" and isinstance(block, ThinkingContent):
+        block.thinking += str(delta.get("delta", ""))
+    elif kind == "thinking_end" and isinstance(block, ThinkingContent):
+        block.thinking = str(delta.get("content", block.thinking))
+    elif kind == "toolcall_end" and isinstance(delta.get("tool_call"), dict):
+        blocks[index] = ToolCall.model_validate(delta["tool_call"])
+
+
+def _ensure(blocks: list[Any], index: int, make: Any) -> None:
+    while len(blocks) <= index:
+        blocks.append(make())
