@@ -92,7 +92,11 @@ class LlmActivities:
             if retry is not None:
                 raise retry
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
-            await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+            stored = await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+            # Another attempt (a stalled worker that woke up) may have written this entry first: the
+            # file wins, so the workflow records exactly what the session holds.
+            if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
+                message = stored.message
         finally:
             await publisher.close()
         return StreamResult(message=message, deltas_published=deltas if publisher.started else 0)
