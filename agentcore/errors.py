@@ -12,6 +12,7 @@ with ``is_error=True``. Only misuse raises::
     ├── InvalidParametersError      INVALID_PARAMETERS: arguments fail the tool's schema
     ├── ValidationError             VALIDATION_ERROR: a value breaks a SPEC-8 rule (names the field)
     ├── RateLimitError              RATE_LIMITED: over a SPEC-9 limit; nothing was accepted
+    ├── CompactionError             COMPACTION_FAILED: the summary model call failed, was aborted or empty
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -50,6 +51,7 @@ INVALID_PARAMETERS = "INVALID_PARAMETERS"
 VALIDATION_ERROR = "VALIDATION_ERROR"
 RATE_LIMITED = "RATE_LIMITED"
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
+COMPACTION_FAILED = "COMPACTION_FAILED"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -120,6 +122,21 @@ class ValidationError(AgentError):
 
 class RateLimitError(AgentError):
     code = RATE_LIMITED
+
+
+class CompactionError(AgentError):
+    """A compaction (or branch summary) could not be made; the session is left unchanged.
+
+    ``aborted``: the abort signal fired. ``context_overflow``: even the summary request was too long
+    for the model (the caller may retry with a smaller ``keep_recent_tokens`` or a larger model).
+    """
+
+    code = COMPACTION_FAILED
+
+    def __init__(self, message: str, *, aborted: bool = False, context_overflow: bool = False) -> None:
+        super().__init__(message)
+        self.aborted = aborted
+        self.context_overflow = context_overflow
 
 
 class SessionError(AgentError):
@@ -202,6 +219,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         InvalidParametersError,
         ValidationError,
         RateLimitError,
+        CompactionError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

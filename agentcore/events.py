@@ -6,7 +6,8 @@ Provider stream events follow pi-ai: ``start``, ``text_start|delta|end``, ``thin
 
 Agent events are SPEC-5.1's eight plus ``message_update`` (a streaming delta) and
 ``tool_execution_update`` (``on_update`` progress) and ``llm_retry`` (a retried model call: a UI
-drops the failed attempt's partial text).
+drops the failed attempt's partial text), and ``compaction_start``/``compaction_end`` around an
+automatic or manual compaction (``agentcore.compaction``).
 """
 
 from __future__ import annotations
@@ -177,6 +178,35 @@ class LlmRetryEvent(WireModel):
     error_message: str | None = None
 
 
+CompactionReason = Literal["threshold", "overflow", "manual"]
+
+
+class CompactionStartEvent(WireModel):
+    """The conversation is being compacted: ``threshold`` (the context passed its share of the window),
+    ``overflow`` (the provider refused the context as too long) or ``manual`` (``compact()``)."""
+
+    type: Literal["compaction_start"] = "compaction_start"
+    reason: CompactionReason = "threshold"
+
+
+class CompactionEndEvent(WireModel):
+    """A compaction finished. On success ``summary`` and ``first_kept_entry_id`` describe the new
+    ``compaction`` entry and ``tokens_after`` estimates the context the next model call sees. With
+    ``aborted`` or ``error_message`` nothing was written; ``will_retry`` says the model call that
+    overflowed is tried again (once) on the compacted context."""
+
+    type: Literal["compaction_end"] = "compaction_end"
+    reason: CompactionReason = "threshold"
+    tokens_before: int = 0
+    tokens_after: int | None = None
+    summary: str | None = None
+    first_kept_entry_id: str | None = None
+    entry_id: str | None = None
+    aborted: bool = False
+    error_message: str | None = None
+    will_retry: bool = False
+
+
 AgentEvent = Annotated[
     AgentStartEvent
     | AgentEndEvent
@@ -188,7 +218,9 @@ AgentEvent = Annotated[
     | ToolExecutionStartEvent
     | ToolExecutionUpdateEvent
     | ToolExecutionEndEvent
-    | LlmRetryEvent,
+    | LlmRetryEvent
+    | CompactionStartEvent
+    | CompactionEndEvent,
     Field(discriminator="type"),
 ]
 AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)

@@ -18,17 +18,23 @@ In tests::
 
 Each request takes the next queued ``Script``; with the queue empty the ``responder`` decides. A
 responder must be deterministic in the request (durable runs retry and replay calls).
+
+``LoopbackServer(context_window=N)`` plays a model with an N-token window: a request estimated (at
+four characters a token of its JSON) above N is refused with the provider's real context-overflow
+error, before any script is used, and successful responses report that estimate as the prompt's
+token usage, so compaction logic sees the numbers a real provider would send.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from typing import Any, Literal
 
@@ -297,6 +303,53 @@ def error_body(script: Script, protocol: Protocol, request_headers: dict[str, st
     )
 
 
+def estimate_request_tokens(request: Any) -> int:
+    """The loopback's token count for a request: four characters a token of the JSON of its system
+    prompt, messages and tools (close to what real tokenisers make of English and JSON)."""
+    if not isinstance(request, dict):
+        return 0
+    counted = [request.get("system"), request.get("messages"), request.get("tools")]
+    return math.ceil(len(orjson.dumps(counted)) / 4)
+
+
+def estimate_output_tokens(script: Script) -> int:
+    chars = (
+        len(script.text)
+        + len(script.thinking)
+        + sum(len(call.name) + len(call.argument_text()) for call in script.tool_calls)
+    )
+    return max(1, math.ceil(chars / 4))
+
+
+def overflow_error_body(protocol: Protocol, prompt_tokens: int, context_window: int) -> bytes:
+    """The HTTP 400 body each vendor sends for a prompt longer than the model's window."""
+    if protocol == "openai":
+        message = (
+            f"This model's maximum context length is {context_window} tokens. However, your messages "
+            f"resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+        )
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": message,
+                    "type": "invalid_request_error",
+                    "param": "messages",
+                    "code": "context_length_exceeded",
+                }
+            }
+        )
+    return orjson.dumps(
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": f"prompt is too long: {prompt_tokens} tokens > {context_window} maximum",
+            },
+            "request_id": "req_loopback",
+        }
+    )
+
+
 def stream_error_frame(script: Script, protocol: Protocol) -> bytes:
     if protocol == "openai":
         message = (
@@ -379,8 +432,17 @@ def _protocol_for(path: str) -> Protocol | None:
 class LoopbackServer:
     """Raw asyncio HTTP/1.1 server on 127.0.0.1 (keep-alive, chunked SSE responses)."""
 
-    def __init__(self, responder: Responder | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        context_window: int | None = None,
+    ) -> None:
         self.responder: Responder = responder or demo_responder
+        self.context_window = context_window
+        self.overflows = 0  # requests refused as longer than ``context_window``
         self.host = host
         self.port = port
         self.scripts: deque[Script] = deque()
@@ -506,7 +568,19 @@ class LoopbackServer:
         if method != "POST" or protocol is None:
             await _write_json(writer, 404, {"error": {"message": f"no route for {method} {path}"}}, {})
             return True
+        prompt_tokens = estimate_request_tokens(body)
+        if self.context_window is not None and prompt_tokens > self.context_window:
+            # Refused before generating: a queued script stays for the retry that follows.
+            self.overflows += 1
+            await _write_raw(
+                writer, 400, overflow_error_body(protocol, prompt_tokens, self.context_window), {}
+            )
+            return True
         script = self.scripts.popleft() if self.scripts else self.responder(body, protocol)
+        if self.context_window is not None and script.status == 200 and script.usage is not None:
+            script = replace(
+                script, usage=ScriptUsage(input=prompt_tokens, output=estimate_output_tokens(script))
+            )
         if script.status != 200:
             payload = error_body(script, protocol, headers)
             await _write_raw(writer, script.status, payload, script.headers)
@@ -592,10 +666,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Loopback OpenAI/Anthropic server with an echo assistant.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--context-window", type=int, default=None, help="refuse prompts over this many tokens (overflow)"
+    )
     args = parser.parse_args(argv)
 
     async def serve() -> None:
-        async with LoopbackServer(host=args.host, port=args.port) as server:
+        async with LoopbackServer(
+            host=args.host, port=args.port, context_window=args.context_window
+        ) as server:
             print(f"OpenAI-compatible base_url: {server.openai_base_url}")
             print(f"Anthropic base_url:         {server.anthropic_base_url}")
             print("Any API key works. Ctrl-C stops.", flush=True)
