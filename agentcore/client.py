@@ -66,6 +66,7 @@ from .session import JsonlSessionStorage, SessionStats
 from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
 from .tools import AgentTool, ToolSpec
+from .transcript import newest_within
 
 T = TypeVar("T", bound=BaseModel)
 Listener = Callable[[AgentEvent, Any], Any]
@@ -276,7 +277,10 @@ class AgentClient:
         if model is None:
             raise ValidationError("the session file records no model; pass options with one")
         limits = self.limits
-        messages, first_index = _tail(context.messages, limits.carried_message_bytes)
+        messages = newest_within(
+            context.messages, limits.carried_message_bytes, lambda m: len(m.model_dump_json())
+        )
+        first_index = len(context.messages) - len(messages)
         config = ConversationConfig(
             system_prompt=context.system_prompt or "",
             model=model,
@@ -300,19 +304,6 @@ class AgentClient:
             stats=stats,
         )
         return await self._start(inp)
-
-
-def _tail(messages: list[Message], max_bytes: int) -> tuple[list[Message], int]:
-    kept: list[Message] = []
-    total = 0
-    for message in reversed(messages):
-        size = len(message.model_dump_json())
-        if total + size > max_bytes:
-            break
-        kept.append(message)
-        total += size
-    kept.reverse()
-    return kept, len(messages) - len(kept)
 
 
 class DurableAgent:

@@ -53,13 +53,12 @@ def _check_description(value: str) -> str:
     return value
 
 
-class ToolSpec(WireModel):
-    """The serialisable half of a tool: what the model sees and how the runtime schedules it."""
+class _ToolFields(BaseModel):
+    """What a tool spec and a tool share, with the SPEC-8.2 checks written once."""
 
     name: str
     label: str = ""
     description: str
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     execution_mode: ToolExecutionMode | None = None
     timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
     # False: an interrupted call must never run again; its result is recorded as "outcome unknown".
@@ -76,12 +75,19 @@ class ToolSpec(WireModel):
         return _check_description(value)
 
 
+class ToolSpec(_ToolFields):
+    """The serialisable half of a tool: what the model sees and how the runtime schedules it."""
+
+    model_config = WireModel.model_config
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
 ToolUpdateCallback = Callable[[AgentToolResult], Any]
 ToolExecute = Callable[..., "AgentToolResult | Awaitable[AgentToolResult]"]
 PrepareArguments = Callable[[Any], Any]
 
 
-class AgentTool(BaseModel):
+class AgentTool(_ToolFields):
     """A tool the agent can call (SPEC-3.1).
 
     ``parameters`` is a JSON Schema dict or a pydantic model class; arguments are validated against it
@@ -91,25 +97,9 @@ class AgentTool(BaseModel):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    name: str
-    label: str = ""
-    description: str
     parameters: Any = Field(default_factory=lambda: {"type": "object", "properties": {}})
     execute: ToolExecute
     prepare_arguments: PrepareArguments | None = None
-    execution_mode: ToolExecutionMode | None = None
-    timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
-    retry_safe: bool = True
-
-    @field_validator("name")
-    @classmethod
-    def _valid_name(cls, value: str) -> str:
-        return _check_name(value)
-
-    @field_validator("description")
-    @classmethod
-    def _valid_description(cls, value: str) -> str:
-        return _check_description(value)
 
     @model_validator(mode="after")
     def _default_label(self) -> AgentTool:

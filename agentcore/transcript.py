@@ -76,19 +76,26 @@ class Transcript:
 
     def carry_tail(self, max_bytes: int, size_of: Callable[[Message], int]) -> tuple[list[Message], int]:
         """The newest messages that fit in ``max_bytes``, and the index of the first one kept."""
-        kept: list[Message] = []
-        total = 0
-        for message in reversed(self.messages):
-            size = size_of(message)
-            if total + size > max_bytes:
-                break
-            kept.append(message)
-            total += size
-        kept.reverse()
+        kept = newest_within(self.messages, max_bytes, size_of)
         return kept, self.message_count - len(kept)
 
 
-__all__ = ["EntryBase", "Transcript", "add_message_to_stats"]
+def newest_within(
+    messages: list[Message], max_bytes: int, size_of: Callable[[Message], int]
+) -> list[Message]:
+    """The longest suffix of ``messages`` whose sizes add up to at most ``max_bytes``."""
+    kept: list[Message] = []
+    total = 0
+    for message in reversed(messages):
+        total += size_of(message)
+        if total > max_bytes:
+            break
+        kept.append(message)
+    kept.reverse()
+    return kept
+
+
+__all__ = ["EntryBase", "Transcript", "add_message_to_stats", "newest_within"]
 
 
 def add_message_to_stats(stats: SessionStats, message: Message) -> SessionStats:

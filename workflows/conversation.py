@@ -273,7 +273,7 @@ class ConversationWorkflow:
         self.session_created = True
 
     async def _describe_tools(self, names: list[str]) -> list[str]:
-        result = await workflow.execute_activity(
+        result: DescribeToolsResult = await workflow.execute_activity(
             DESCRIBE_TOOLS_ACTIVITY,
             DescribeToolsInput(names=names),
             result_type=DescribeToolsResult,
