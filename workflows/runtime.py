@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
@@ -121,9 +121,9 @@ class TemporalRuntime:
             for event in _block_events(message):
                 yield event
         if message.stop_reason in ("error", "aborted"):
-            yield StreamError(reason=message.stop_reason, error=message)  # type: ignore[arg-type]
+            yield StreamError(reason=message.stop_reason, error=message)
         else:
-            yield StreamDone(reason=message.stop_reason, message=message)  # type: ignore[arg-type]
+            yield StreamDone(reason=message.stop_reason, message=message)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
@@ -152,7 +152,8 @@ class TemporalRuntime:
         )
         remove = signal.add_listener(handle.cancel)
         try:
-            return await handle
+            result: AgentToolResult = await handle
+            return result
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 return aborted_result(call.name)
@@ -171,9 +172,9 @@ class TemporalRuntime:
             remove()
 
 
-def _stream_error(partial: AssistantMessage, reason: str, text: str) -> StreamError:
+def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"], text: str) -> StreamError:
     message = partial.model_copy(update={"stop_reason": reason, "error_message": text})
-    return StreamError(reason=reason, error=message)  # type: ignore[arg-type]
+    return StreamError(reason=reason, error=message)
 
 
 def _describe_failure(err: ActivityError) -> str:
