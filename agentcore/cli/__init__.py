@@ -1,0 +1,233 @@
+"""``agentcore``: the command line.
+
+    agentcore dev                       embedded Temporal (SQLite, Web UI) + worker + demo chat
+    agentcore worker                    a worker for a cluster (TEMPORAL_ADDRESS)
+    agentcore chat [SESSION]            talk to a conversation (starts it if new)
+    agentcore send|steer|follow-up SESSION TEXT, abort SESSION
+    agentcore state SESSION             status, model, messages, queues, usage
+    agentcore events SESSION [--follow] [--from N]
+    agentcore sessions                  every conversation, with status, model, messages and cost
+    agentcore recover PATH              a new conversation from a JSONL session file
+    agentcore export SESSION_OR_PATH    a session file as Markdown
+    agentcore codec-server              decrypts payloads for the Temporal Web UI
+
+Exit codes: 0 ok, 1 a refused command (the error's code is printed), 2 Temporal unreachable or bad
+usage, 3 no such session (``AGENT_NOT_FOUND``), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from ..errors import AgentError, AgentNotFoundError
+from .commands import (
+    CliError,
+    cmd_abort,
+    cmd_chat,
+    cmd_codec_server,
+    cmd_events,
+    cmd_export,
+    cmd_follow_up,
+    cmd_recover,
+    cmd_send,
+    cmd_sessions,
+    cmd_state,
+    cmd_steer,
+)
+from .dev import DEFAULT_DEMO_PORT, run_dev, run_worker
+
+Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+
+async def connect_or_fail(args: argparse.Namespace) -> Client:
+    """A client for ``--address``, or ``CliError`` (exit 2) saying the server cannot be reached."""
+    from ..temporal import connect
+
+    try:
+        return await asyncio.wait_for(connect(args.address, namespace=args.namespace), timeout=15)
+    except (RuntimeError, TimeoutError, RPCError) as err:
+        detail = str(err).split(":", 1)[0] if isinstance(err, RuntimeError) else type(err).__name__
+        raise CliError(f"cannot reach Temporal at {args.address} ({detail})", exit_code=2) from None
+
+
+def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    # Accepted before or after the command: the subparsers' copies default to SUPPRESS so they do
+    # not overwrite a value given before the command.
+    def default(value: object) -> object:
+        return argparse.SUPPRESS if suppress else value
+
+    env = os.environ.get
+    parser.add_argument(
+        "--address",
+        default=default(env("TEMPORAL_ADDRESS", "localhost:7233")),
+        help="Temporal frontend host:port (TEMPORAL_ADDRESS)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=default(env("TEMPORAL_NAMESPACE", "default")),
+        help="Temporal namespace (TEMPORAL_NAMESPACE)",
+    )
+    parser.add_argument(
+        "--task-queue",
+        default=default(env("AGENTCORE_TASK_QUEUE", "agentcore")),
+        help="task queue (AGENTCORE_TASK_QUEUE)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=default(env("AGENTCORE_DATA_DIR", ".agentcore")),
+        help="embedded server's SQLite, demo cellar, sessions (AGENTCORE_DATA_DIR)",
+    )
+    parser.add_argument(
+        "--sessions-dir",
+        default=default(env("AGENTCORE_SESSIONS_DIR")),
+        help="JSONL session files (AGENTCORE_SESSIONS_DIR; default DATA_DIR/sessions)",
+    )
+
+
+def _model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        help="'demo', or provider/model-id (openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, ollama/llama3.1)",
+    )
+    parser.add_argument(
+        "--base-url", help="endpoint of an OpenAI-compatible server (Ollama, vLLM, llama.cpp)"
+    )
+    parser.add_argument(
+        "--demo-port",
+        type=int,
+        default=int(os.environ.get("AGENTCORE_DEMO_PORT", DEFAULT_DEMO_PORT)),
+        help="port of the demo model server (0: any free port)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentcore", description="A durable LLM agent runtime on Temporal.")
+    _common(parser, suppress=False)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Command, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        _common(sub, suppress=True)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    dev = command("dev", run_dev, "embedded Temporal dev server + worker + interactive demo chat")
+    dev.add_argument("--port", type=int, default=7233, help="Temporal frontend port (0: any free port)")
+    dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (0: any free port)")
+    dev.add_argument("--no-ui", action="store_true", help="no Web UI")
+    dev.add_argument(
+        "--codec-port", type=int, default=8081, help="UI codec server port (with AGENTCORE_ENCRYPTION_KEY)"
+    )
+    dev.add_argument("--session", help="session id to attach to or start (default: a new one)")
+    dev.add_argument(
+        "--demo-script", action="store_true", help="play the demo questions instead of reading stdin"
+    )
+    dev.add_argument("--once", action="append", metavar="TEXT", help="ask TEXT (repeatable) and exit")
+    dev.add_argument("--no-chat", action="store_true", help="serve only (server, worker, demo model)")
+    dev.add_argument("--fast", action="store_true", help="demo model streams without pacing")
+    _model_options(dev)
+
+    worker = command("worker", run_worker, "a worker for the conversations on a Temporal cluster")
+    worker.add_argument("--demo-model", action="store_true", help="also serve the offline demo model")
+    worker.add_argument(
+        "--demo-port", type=int, default=int(os.environ.get("AGENTCORE_DEMO_PORT", DEFAULT_DEMO_PORT))
+    )
+
+    chat = command("chat", cmd_chat, "talk to a conversation (started with the demo tools if new)")
+    chat.add_argument("session", nargs="?", help="session id (default: a new one)")
+    chat.add_argument(
+        "--attach-only", action="store_true", help="fail with AGENT_NOT_FOUND instead of starting"
+    )
+    chat.add_argument("--once", action="append", metavar="TEXT", help="ask TEXT (repeatable) and exit")
+    _model_options(chat)
+
+    send = command("send", cmd_send, "prompt a running conversation")
+    send.add_argument("session")
+    send.add_argument("text")
+    send.add_argument("--wait", action="store_true", help="print the run's events until it ends")
+    for name, handler, what in (
+        ("steer", cmd_steer, "queue a steering message (taken after the current tool batch)"),
+        ("follow-up", cmd_follow_up, "queue a follow-up message (taken when the agent would stop)"),
+    ):
+        sub = command(name, handler, what)
+        sub.add_argument("session")
+        sub.add_argument("text")
+    abort = command("abort", cmd_abort, "abort the current turn (the conversation goes on)")
+    abort.add_argument("session")
+    abort.add_argument("--reason")
+
+    state = command("state", cmd_state, "a conversation's state")
+    state.add_argument("session")
+    state.add_argument("--json", action="store_true", help="the full DurableState as JSON")
+
+    events = command("events", cmd_events, "a conversation's events as JSON lines, with offsets")
+    events.add_argument("session")
+    events.add_argument(
+        "--from", dest="from_offset", type=int, default=0, help="first offset (resume: last seen + 1)"
+    )
+    events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+
+    sessions = command("sessions", cmd_sessions, "list conversations: status, model, messages, cost")
+    sessions.add_argument("--query", help="extra visibility query, e.g. 'AgentModel = \"openai/gpt-4o\"'")
+    sessions.add_argument("--limit", type=int, default=50)
+
+    recover = command("recover", cmd_recover, "start a conversation from a JSONL session file")
+    recover.add_argument("path")
+    recover.add_argument("--session-id", help="id of the new conversation (default: the file's)")
+
+    export = command("export", cmd_export, "a JSONL session as Markdown")
+    export.add_argument("target", metavar="SESSION_OR_PATH")
+    export.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    codec = command("codec-server", cmd_codec_server, "decrypt payloads for the Temporal Web UI")
+    codec.add_argument("--host", default="127.0.0.1")
+    codec.add_argument("--port", type=int, default=8081)
+    codec.add_argument("--origin", action="append", help="allowed UI origin (repeatable; '*' for any)")
+    return parser
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"agentcore: {message}", file=sys.stderr)
+    return code
+
+
+async def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the command in the running event loop; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        handler: Command = args.handler
+        return await handler(args)
+    except CliError as err:
+        return _fail(str(err), err.exit_code)
+    except AgentNotFoundError as err:
+        return _fail(f"{err.code}: {err}", 3)
+    except AgentError as err:
+        return _fail(f"{err.code}: {err}", 1)
+    except RPCError as err:
+        if err.status == RPCStatusCode.UNAVAILABLE:
+            return _fail(f"cannot reach Temporal at {args.address}", 2)
+        return _fail(f"Temporal refused the call: {err.message}", 1)
+    except OSError as err:
+        return _fail(str(err), 2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Wine names have accents; a terminal (or pipe) in an ASCII locale must not crash on them.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="replace")
+    try:
+        return asyncio.run(run(argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+__all__ = ["build_parser", "connect_or_fail", "main", "run"]

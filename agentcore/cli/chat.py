@@ -1,0 +1,192 @@
+"""The interactive conversation: prompts in, streamed events out, Ctrl-C aborts only the turn.
+
+A turn is: note the event offset, send the prompt (an update: it returns once accepted), then print
+events from that offset until ``agent_end``. The events come from the workflow's event stream, so
+the same loop works for a conversation started elsewhere and survives a worker restart mid-turn.
+
+Ctrl-C during a turn sends ``abort`` (the model or tool activity is cancelled, the partial answer is
+kept with ``stop_reason="aborted"``) and waits for the run to end; the conversation goes on. At the
+prompt, Ctrl-C or end of input leaves. On a terminal, lines typed while a turn runs are steering
+messages (``/followup ...`` queues a follow-up instead); piped input is read only between turns, so a
+script of questions is asked one turn at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from typing import TextIO
+
+from ..client import DurableAgent
+from ..errors import AgentBusyError, AgentError
+from .render import EventPrinter, format_state
+
+HELP = """\
+/state            show the conversation's state
+/steer TEXT       queue a steering message (taken after the current tool batch)
+/followup TEXT    queue a follow-up (taken when the agent would stop)
+/abort            stop the current turn
+/quit             leave (the conversation keeps running in Temporal)
+Ctrl-C aborts a running turn; at the prompt it leaves."""
+
+
+class LineSource:
+    """Lines from stdin through a daemon thread, so a blocked read never holds up shutdown."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdin
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._loop = asyncio.get_running_loop()
+        threading.Thread(target=self._pump, name="stdin-reader", daemon=True).start()
+
+    def _pump(self) -> None:
+        try:
+            for line in self.stream:
+                self._loop.call_soon_threadsafe(self.queue.put_nowait, line.rstrip("\n"))
+        except (OSError, ValueError):
+            pass
+        with contextlib.suppress(RuntimeError):  # the loop may be gone already
+            self._loop.call_soon_threadsafe(self.queue.put_nowait, None)
+
+    async def next(self) -> str | None:
+        return await self.queue.get()
+
+
+class ScriptedLines:
+    """A fixed list of user lines (``--demo-script``, ``--once``), echoed as if typed."""
+
+    interactive = False
+
+    def __init__(self, lines: Iterable[str], out: TextIO) -> None:
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        for line in lines:
+            self.queue.put_nowait(line)
+        self.queue.put_nowait(None)
+        self.out = out
+
+    async def next(self) -> str | None:
+        line = await self.queue.get()
+        if line is not None:
+            self.out.write(f"you> {line}\n")
+            self.out.flush()
+        return line
+
+
+class ChatSession:
+    def __init__(
+        self, agent: DurableAgent, lines: LineSource | ScriptedLines, out: TextIO | None = None
+    ) -> None:
+        self.agent = agent
+        self.lines = lines
+        self.out = out or sys.stdout
+        self.printer = EventPrinter(self.out)
+        self._turn_running = False
+        self._quit = False
+
+    def _say(self, text: str) -> None:
+        self.printer.line(text)
+
+    # ------------------------------------------------------------------------------- Ctrl-C
+
+    def _on_interrupt(self) -> None:
+        if self._turn_running:
+            self._say("^C aborting the turn...")
+            asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+        else:
+            self._quit = True
+            self.lines.queue.put_nowait(None)
+
+    @contextlib.contextmanager
+    def _interrupts(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        installed = False
+        if threading.current_thread() is threading.main_thread():
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(signal.SIGINT, self._on_interrupt)
+                installed = True
+        try:
+            yield
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    # ------------------------------------------------------------------------------- commands
+
+    async def command(self, line: str) -> bool:
+        """Run a ``/command``; False when the line is not one."""
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        if name in ("/quit", "/exit"):
+            self._quit = True
+        elif name == "/help":
+            self._say(HELP)
+        elif name == "/state":
+            state = await self.agent.get_state()
+            self._say(format_state(state, await self.agent.get_session_stats()))
+        elif name == "/steer" and rest:
+            await self.agent.steer(rest)
+            self._say("  [steering message queued]")
+        elif name in ("/followup", "/follow-up") and rest:
+            await self.agent.follow_up(rest)
+            self._say("  [follow-up queued]")
+        elif name == "/abort":
+            await self.agent.abort("aborted from the chat")
+        elif line.startswith("/"):
+            self._say(f"unknown command {name!r}; /help lists them")
+        else:
+            return False
+        return True
+
+    async def _typed_during_turn(self) -> None:
+        while True:
+            line = await self.lines.next()
+            if line is None:
+                return
+            if line.strip() and not await self.command(line.strip()):
+                await self.agent.steer(line.strip())
+                self._say("  [steering message queued]")
+
+    async def turn(self, text: str) -> None:
+        start = await self.agent.event_offset()
+        try:
+            await self.agent.prompt(text)
+        except AgentBusyError:
+            self._say("  [the agent is busy with another run; /steer or /followup instead]")
+            return
+        self._turn_running = True
+        typing = asyncio.ensure_future(self._typed_during_turn()) if self.lines.interactive else None
+        try:
+            async for _, event in self.agent.events(start):
+                if self.printer.handle(event):
+                    break
+        finally:
+            self._turn_running = False
+            if typing is not None:
+                typing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await typing
+
+    async def run(self) -> None:
+        with self._interrupts():
+            while not self._quit:
+                if self.lines.interactive:
+                    self.out.write("you> ")
+                    self.out.flush()
+                line = await self.lines.next()
+                if line is None or self._quit:
+                    break
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    if not await self.command(line):
+                        await self.turn(line)
+                except AgentError as err:
+                    if err.code == "AGENT_NOT_FOUND":
+                        raise
+                    self._say(f"  [{err.code}: {err}]")

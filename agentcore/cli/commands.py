@@ -1,0 +1,225 @@
+"""The CLI's commands on running conversations and session files (all but ``dev`` and ``worker``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+from ..client import AgentClient, DurableAgent, SessionSummary
+from ..errors import AgentError
+from ..session import JsonlSessionStorage
+from .export import session_to_markdown
+from .render import EventPrinter, format_state, format_table
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr, with an exit code."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def default_sessions_dir(args: argparse.Namespace) -> Path:
+    return Path(args.sessions_dir) if args.sessions_dir else Path(args.data_dir) / "sessions"
+
+
+async def agents_for(args: argparse.Namespace) -> AgentClient:
+    from . import connect_or_fail
+
+    client = await connect_or_fail(args)
+    return AgentClient(client, task_queue=args.task_queue, sessions_dir=default_sessions_dir(args))
+
+
+async def attached(args: argparse.Namespace) -> DurableAgent:
+    agents = await agents_for(args)
+    return await agents.attach(args.session)
+
+
+async def _follow_run(agent: DurableAgent, start: int) -> None:
+    printer = EventPrinter()
+    async for _, event in agent.events(start):
+        if printer.handle(event):
+            return
+
+
+async def cmd_send(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    start = await agent.event_offset()
+    accepted = await agent.prompt(args.text)
+    print(f"accepted ({accepted.status}); events from offset {start}", file=sys.stderr)
+    if args.wait:
+        await _follow_run(agent, start)
+    return 0
+
+
+async def cmd_steer(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    print(await agent.steer(args.text))
+    return 0
+
+
+async def cmd_follow_up(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    print(await agent.follow_up(args.text))
+    return 0
+
+
+async def cmd_abort(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    await agent.abort(args.reason)
+    print(f"abort sent to {agent.session_id}", file=sys.stderr)
+    return 0
+
+
+async def cmd_state(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    state = await agent.get_state()
+    if args.json:
+        print(state.model_dump_json(indent=2))
+    else:
+        print(format_state(state, await agent.get_session_stats()))
+    return 0
+
+
+async def cmd_events(args: argparse.Namespace) -> int:
+    """JSON lines ``{"offset": N, "event": {...}}``; rerun with ``--from N+1`` to resume."""
+    agent = await attached(args)
+    end = None if args.follow else await agent.event_offset()
+    if end is not None and args.from_offset >= end:
+        return 0
+    async for offset, event in agent.events(args.from_offset):
+        line = orjson.dumps({"offset": offset, "event": event.model_dump(mode="json")})
+        sys.stdout.write(line.decode() + "\n")
+        sys.stdout.flush()
+        if end is not None and offset >= end - 1:
+            break
+    return 0
+
+
+def _file_stats(sessions_dir: Path, summary: SessionSummary) -> tuple[int | None, float | None]:
+    # Until the workflow indexes message count and cost, the session file has them (read-only open).
+    path = sessions_dir / f"{summary.session_id}.jsonl"
+    if not path.is_file():
+        return None, None
+    try:
+        with JsonlSessionStorage.open(path) as storage:
+            stats = storage.get_session_stats()
+    except AgentError:
+        return None, None
+    return stats.message_count, stats.cost_total
+
+
+async def cmd_sessions(args: argparse.Namespace) -> int:
+    agents = await agents_for(args)
+    summaries = await agents.list(args.query, limit=args.limit)
+    if not summaries:
+        print("no conversations", file=sys.stderr)
+        return 0
+    rows = []
+    for summary in summaries:
+        messages, cost = summary.message_count, summary.cost_usd
+        if messages is None or cost is None:
+            file_messages, file_cost = _file_stats(default_sessions_dir(args), summary)
+            messages = messages if messages is not None else file_messages
+            cost = cost if cost is not None else file_cost
+        started = (
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(summary.start_time)) if summary.start_time else "-"
+        )
+        rows.append(
+            [
+                summary.session_id,
+                summary.status.lower() + (f"/{summary.agent_status}" if summary.agent_status else ""),
+                summary.model or "-",
+                "-" if messages is None else str(messages),
+                "-" if cost is None else f"${cost:.4f}",
+                started,
+            ]
+        )
+    print(format_table(["SESSION", "STATUS", "MODEL", "MESSAGES", "COST", "STARTED"], rows))
+    return 0
+
+
+async def cmd_recover(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.is_file():
+        raise CliError(f"no session file at {path}", exit_code=3)
+    agents = await agents_for(args)
+    print(f"rebuilding the conversation from {path} ...", file=sys.stderr)
+    agent = await agents.recover(path, session_id=args.session_id)
+    state = await agent.get_state()
+    print(agent.session_id)
+    print(
+        f"recovered {state.message_count} messages into session {agent.session_id}; "
+        f"continue with: agentcore chat {agent.session_id}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def session_path(args: argparse.Namespace, target: str) -> Path:
+    path = Path(target)
+    if path.is_file():
+        return path
+    candidate = default_sessions_dir(args) / f"{target}.jsonl"
+    if candidate.is_file():
+        return candidate
+    raise CliError(f"AGENT_NOT_FOUND: no session file {target!r} (looked in {candidate.parent})", exit_code=3)
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    markdown = session_to_markdown(session_path(args, args.target))
+    if args.output:
+        Path(args.output).write_text(markdown, encoding="utf-8")
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(markdown)
+    return 0
+
+
+async def cmd_chat(args: argparse.Namespace) -> int:
+    from .chat import ChatSession, LineSource, ScriptedLines
+    from .dev import attach_or_start, choose_model
+
+    agents = await agents_for(args)
+    session_id = args.session or time.strftime("chat-%Y%m%d-%H%M%S")
+    try:
+        model = choose_model(args.model, args.base_url, args.demo_port)
+    except ValueError as err:
+        raise CliError(str(err), exit_code=2) from None
+    agent = (
+        await agents.attach(session_id)
+        if args.attach_only
+        else await attach_or_start(agents, session_id, model)
+    )
+    print(f"session {session_id}; /help for commands, Ctrl-C aborts a turn", file=sys.stderr)
+    lines = ScriptedLines(args.once, sys.stdout) if args.once else LineSource()
+    await ChatSession(agent, lines).run()
+    if args.once:
+        await agent.wait_for_idle(timeout=60)
+    return 0
+
+
+async def cmd_codec_server(args: argparse.Namespace) -> int:
+    from ..temporal.codec import ENCRYPTION_KEY_ENV, EncryptionKeyError, codec_from_env
+    from ..temporal.codec_server import DEFAULT_ORIGINS, CodecServer
+
+    try:
+        codec = codec_from_env()
+    except (EncryptionKeyError, ImportError) as err:
+        raise CliError(str(err), exit_code=2) from None
+    if codec is None:
+        raise CliError(f"{ENCRYPTION_KEY_ENV} is not set: nothing to decode", exit_code=2)
+    server = CodecServer(codec, host=args.host, port=args.port, origins=args.origin or DEFAULT_ORIGINS)
+    server.start()
+    print(f"codec server on {server.url} (POST /decode, /encode)", file=sys.stderr, flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        server.stop()
+    return 0

@@ -1,0 +1,220 @@
+"""``agentcore dev`` and ``agentcore worker``: a Temporal server (embedded or not), a worker, the demo.
+
+``dev`` is the whole system in one process: the Temporal dev server (SQLite under ``--data-dir``,
+Web UI), a worker with the demo tools, the demo model (the loopback provider server playing the
+sommelier) unless an API key is set, and a chat. Everything it runs is the production path: real
+gRPC to a real server, real HTTP to the provider, the same workflow and activities as a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+from ..client import AgentClient, DurableAgent
+from ..demo import DEMO_SYSTEM_PROMPT, demo_tools
+from ..demo.script import DEMO_QUESTIONS, sommelier_responder
+from ..errors import AgentNotFoundError
+from ..model import Model
+from ..providers import get_model
+from ..providers.catalog import UnknownModelError
+from ..state import AgentOptions
+from ..testing.loopback import LoopbackServer
+
+DEMO_MODEL_ID = "cellar-demo"
+DEFAULT_DEMO_PORT = 8765
+DEMO_TOOL_NAMES = ("search_wines", "wine_details", "update_stock", "cellar_summary", "calculator", "clock")
+
+
+def demo_model(port: int) -> Model:
+    """The offline demo's model: the sommelier script behind the loopback OpenAI-compatible server."""
+    return Model(
+        id=DEMO_MODEL_ID,
+        name="Cellar demo (offline, scripted)",
+        provider="demo",
+        api="openai-completions",
+        base_url=f"http://127.0.0.1:{port}/v1",
+    )
+
+
+def demo_port() -> int:
+    return int(os.environ.get("AGENTCORE_DEMO_PORT", DEFAULT_DEMO_PORT))
+
+
+def choose_model(spec: str | None, base_url: str | None, port: int) -> Model:
+    """``--model``: ``demo``, ``provider/model-id`` from the catalog, or any OpenAI-compatible model.
+
+    Without ``--model``: Anthropic if ``ANTHROPIC_API_KEY`` is set, else OpenAI if ``OPENAI_API_KEY``
+    is, else the offline demo model."""
+    if spec is None:
+        if os.environ.get("ANTHROPIC_API_KEY"):
+            spec = "anthropic/claude-sonnet-4-5"
+        elif os.environ.get("OPENAI_API_KEY"):
+            spec = "openai/gpt-4o-mini"
+        else:
+            spec = "demo"
+    if spec == "demo":
+        return demo_model(port)
+    provider, _, model_id = spec.partition("/")
+    if not model_id:
+        raise ValueError(f"--model takes 'demo' or 'provider/model-id', not {spec!r}")
+    try:
+        model = get_model(provider, model_id)
+    except UnknownModelError:
+        api = "anthropic-messages" if provider == "anthropic" else "openai-completions"
+        model = Model(id=model_id, provider=provider, api=api)
+    if base_url:
+        model = model.model_copy(update={"base_url": base_url})
+    return model
+
+
+def needs_demo_server(model: Model) -> bool:
+    return model.provider == "demo"
+
+
+def _progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@contextlib.asynccontextmanager
+async def demo_model_server(port: int, pacing: float) -> AsyncIterator[LoopbackServer]:
+    try:
+        server = await LoopbackServer(sommelier_responder(pacing=pacing), port=port).start()
+    except OSError as err:
+        raise OSError(
+            f"cannot serve the demo model on 127.0.0.1:{port} ({err.strerror}); pass --demo-port"
+        ) from None
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+@contextlib.contextmanager
+def _codec_server(port: int) -> Iterator[str | None]:
+    from ..temporal.codec import codec_from_env
+
+    codec = codec_from_env()
+    if codec is None:
+        yield None
+        return
+    from ..temporal.codec_server import CodecServer
+
+    server = CodecServer(codec, port=port).start()
+    _progress(f"payload encryption on; UI codec server at {server.url}")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+async def run_dev(args: argparse.Namespace) -> int:
+    from worker import create_worker
+
+    from ..temporal import DevServer
+    from .chat import ChatSession, LineSource, ScriptedLines
+
+    data_dir = Path(args.data_dir)
+    sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
+    model = choose_model(args.model, args.base_url, args.demo_port)
+    with _codec_server(args.codec_port) as codec_url:
+        started = time.monotonic()
+        _progress(f"starting the Temporal dev server (SQLite in {data_dir / 'temporal.db'}) ...")
+        server = DevServer(
+            data_dir,
+            port=args.port or None,
+            ui=not args.no_ui,
+            ui_port=args.ui_port or None,
+            codec_endpoint=codec_url,
+            log_file=data_dir / "temporal.log",
+        )
+        await server.start()
+        try:
+            ui = "" if args.no_ui else f", Web UI http://localhost:{args.ui_port or '?'}"
+            _progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
+            async with contextlib.AsyncExitStack() as stack:
+                if needs_demo_server(model):
+                    pacing = 0.0 if args.fast else 0.012
+                    loopback = await stack.enter_async_context(demo_model_server(args.demo_port, pacing))
+                    model = demo_model(loopback.port)
+                    _progress(
+                        f"demo model: the scripted sommelier at {loopback.openai_base_url} (no API key)"
+                    )
+                else:
+                    _progress(f"model: {model.provider}/{model.id}")
+                worker = create_worker(
+                    server.client,
+                    task_queue=args.task_queue,
+                    tools=demo_tools(data_dir / "cellar.sqlite"),
+                    sessions_dir=sessions_dir,
+                )
+                await stack.enter_async_context(worker)
+                _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
+                if args.no_chat:
+                    _progress("serving until Ctrl-C")
+                    await asyncio.Event().wait()
+                    return 0
+                agents = AgentClient(server.client, task_queue=args.task_queue, sessions_dir=sessions_dir)
+                session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
+                agent = await attach_or_start(agents, session_id, model)
+                ui_link = (
+                    ""
+                    if args.no_ui
+                    else f"  (http://localhost:{args.ui_port}/namespaces/default/workflows/{session_id})"
+                )
+                _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
+                if args.demo_script or args.once:
+                    lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
+                    await ChatSession(agent, lines).run()
+                    await agent.wait_for_idle(timeout=60)
+                else:
+                    await ChatSession(agent, LineSource()).run()
+                _progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
+        finally:
+            _progress("stopping the Temporal dev server ...")
+            await server.stop()
+    return 0
+
+
+async def attach_or_start(agents: AgentClient, session_id: str, model: Model) -> DurableAgent:
+    """The running conversation ``session_id``, or a new demo conversation under that id."""
+    try:
+        agent = await agents.attach(session_id)
+        _progress(f"attached to the running conversation {session_id}")
+        return agent
+    except AgentNotFoundError:
+        pass
+    options = AgentOptions(model=model, tools=list(DEMO_TOOL_NAMES), system_prompt=DEMO_SYSTEM_PROMPT)
+    return await agents.start(session_id, options)
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    from worker import create_worker
+
+    from . import connect_or_fail
+
+    client = await connect_or_fail(args)
+    data_dir = Path(args.data_dir)
+    sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
+    worker = create_worker(
+        client,
+        task_queue=args.task_queue,
+        tools=demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))),
+        sessions_dir=sessions_dir,
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        if args.demo_model:
+            loopback = await stack.enter_async_context(demo_model_server(args.demo_port, 0.012))
+            _progress(f"demo model at {loopback.openai_base_url}")
+        _progress(f"worker on {args.address} serving {args.task_queue!r}; sessions in {sessions_dir}")
+        await worker.run()
+    return 0
+
+
+__all__ = ["DEMO_QUESTIONS", "choose_model", "demo_model", "run_dev", "run_worker"]

@@ -1,0 +1,124 @@
+"""Turning agent events into terminal lines: streamed text, tool calls, progress and results."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import orjson
+
+from ..events import AgentEvent
+from ..protocol import DurableState
+from ..session import SessionStats
+
+
+def tool_result_text(result: Any) -> str:
+    """The text blocks of a tool result, whether it arrived as a model or as plain JSON."""
+    if result is None:
+        return ""
+    if hasattr(result, "model_dump"):
+        result = result.model_dump(mode="json")
+    if isinstance(result, dict):
+        blocks = result.get("content") or []
+        return "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    return str(result)
+
+
+def format_arguments(arguments: Any) -> str:
+    if not isinstance(arguments, dict):
+        return orjson.dumps(arguments).decode() if arguments is not None else ""
+    return ", ".join(f"{key}={orjson.dumps(value).decode()}" for key, value in arguments.items())
+
+
+def _first_line(text: str, width: int = 100) -> str:
+    lines = text.strip().splitlines() or [""]
+    head = lines[0] if len(lines[0]) <= width else lines[0][: width - 1] + "…"
+    more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    return head + more
+
+
+class EventPrinter:
+    """Prints one run's events as they arrive; ``handle`` returns True at ``agent_end``."""
+
+    def __init__(self, out: TextIO | None = None, *, assistant_label: str = "agent") -> None:
+        self.out = out or sys.stdout
+        self.assistant_label = assistant_label
+        self._in_text = False
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _end_text(self) -> None:
+        if self._in_text:
+            self._write("\n")
+            self._in_text = False
+
+    def line(self, text: str) -> None:
+        self._end_text()
+        self._write(text + "\n")
+
+    def handle(self, event: AgentEvent) -> bool:
+        if event.type == "message_update":
+            delta = event.assistant_message_event
+            if delta.get("type") == "text_delta" and delta.get("delta"):
+                if not self._in_text:
+                    self._write(f"{self.assistant_label}> ")
+                    self._in_text = True
+                self._write(str(delta["delta"]))
+        elif event.type == "message_end" and event.message.role == "assistant":
+            self._end_text()
+            if event.message.stop_reason == "aborted":
+                self.line("  [aborted: the turn was stopped; the conversation goes on]")
+            elif event.message.stop_reason == "error":
+                self.line(f"  [model error: {event.message.error_message or 'unknown'}]")
+        elif event.type == "tool_execution_start":
+            self.line(f"  -> {event.tool_name}({format_arguments(event.args)})")
+        elif event.type == "tool_execution_update":
+            progress = tool_result_text(event.partial_result)
+            if progress:
+                self.line(f"     .. {_first_line(progress)}")
+        elif event.type == "tool_execution_end":
+            marker = "!!" if event.is_error else "<-"
+            self.line(f"  {marker} {event.tool_name}: {_first_line(tool_result_text(event.result))}")
+        elif event.type == "llm_retry":
+            self.line(
+                f"  [model call failed, retrying (attempt {event.attempt}): {event.error_message or ''}]"
+            )
+        elif event.type == "agent_end":
+            self._end_text()
+            return True
+        return False
+
+
+def format_state(state: DurableState, stats: SessionStats | None = None) -> str:
+    model = state.model
+    rows = [
+        ("session", state.session_id),
+        ("status", state.status + (" (streaming)" if state.is_streaming else "")),
+        ("model", f"{model.provider}/{model.id}" + (f" at {model.base_url}" if model.base_url else "")),
+        ("thinking", str(state.thinking_level)),
+        ("tools", ", ".join(tool.name for tool in state.tools) or "-"),
+        ("messages", str(state.message_count)),
+        ("queued", f"{state.steering_queue_length} steering, {state.follow_up_queue_length} follow-up"),
+        ("events", f"next offset {state.event_offset}"),
+    ]
+    if stats is not None:
+        rows.append(("usage", f"{stats.total_tokens} tokens, ${stats.cost_total:.4f}"))
+    if state.pending_tool_calls:
+        rows.append(("running", ", ".join(state.pending_tool_calls)))
+    if state.error_message:
+        rows.append(("error", state.error_message))
+    if state.messages:
+        last = state.messages[-1]
+        rows.append(("last", f"{last.role}: {_first_line(last.text or '', 80)}"))
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [headers, *rows]
+    )
