@@ -137,9 +137,13 @@ class LlmActivities:
             await asyncio.shield(task)
         except asyncio.CancelledError:
             details = activity.cancellation_details()
-            if details is not None and details.worker_shutdown:
+            if details is not None and not details.cancel_requested:
+                # Not the user's abort (worker shutdown, or this attempt timed out / was superseded,
+                # e.g. a SIGSTOPped worker that woke up): write nothing and let Temporal's retry own
+                # the call. Taken as an abort, the stale attempt would store an "aborted" partial
+                # under the result id, and the live retry would then return that stored partial.
                 task.cancel()
-                raise  # not the user's abort: let Temporal run the call again elsewhere
+                raise
             signal.abort("aborted by user")
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
                 await asyncio.wait_for(asyncio.shield(task), ABORT_GRACE_SECONDS)
