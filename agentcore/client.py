@@ -281,6 +281,7 @@ class AgentClient:
             context.messages, limits.carried_message_bytes, lambda m: len(m.model_dump_json())
         )
         first_index = len(context.messages) - len(messages)
+        entry_ids: list[str | None] = list(context.message_entry_ids[first_index:])
         config = ConversationConfig(
             system_prompt=context.system_prompt or "",
             model=model,
@@ -297,6 +298,7 @@ class AgentClient:
             config=config,
             limits=limits,
             messages=messages,
+            message_entry_ids=entry_ids,
             first_message_index=first_index,
             leaf_id=leaf_id,
             session_created=True,

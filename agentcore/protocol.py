@@ -99,6 +99,8 @@ class ConversationInput(WireModel):
     limits: ConversationLimits = Field(default_factory=ConversationLimits)
     # The transcript held in memory (all of it, or its tail after continue-as-new).
     messages: list[Message] = Field(default_factory=list)
+    # The session entry id of each message (same length as ``messages``; None: synthetic/unknown).
+    message_entry_ids: list[str | None] = Field(default_factory=list)
     first_message_index: int = 0
     leaf_id: str | None = None
     # Entries created by the workflow but not yet known to be in the session file.
@@ -170,6 +172,8 @@ class MessagesPage(WireModel):
     messages: list[Message]
     start: int
     total: int
+    # Session entry id of each message (fork, branch and label name entries), None where synthetic.
+    entry_ids: list[str | None] = Field(default_factory=list)
 
 
 class QueuesState(WireModel):

@@ -26,6 +26,7 @@ class Transcript:
         first_message_index: int = 0,
         leaf_id: str | None = None,
         unwritten: list[SessionEntry] | None = None,
+        entry_ids: list[str | None] | None = None,
     ) -> None:
         self._new_id = new_id
         self._now_ms = now_ms
@@ -34,6 +35,13 @@ class Transcript:
         self.first_message_index = first_message_index
         self.leaf_id = leaf_id
         self.unwritten: list[SessionEntry] = list(unwritten or [])
+        # The session entry of each message (None for a synthetic one, e.g. a compaction summary):
+        # what a client names to fork, branch or label at a message.
+        self.entry_ids: list[str | None] = (
+            list(entry_ids)
+            if entry_ids is not None and len(entry_ids) == len(self.messages)
+            else [None] * len(self.messages)
+        )
 
     @property
     def message_count(self) -> int:
@@ -63,21 +71,29 @@ class Transcript:
             self.leaf_id = written_as
         else:
             self.add(MessageEntry(message=message))
+        self.entry_ids.append(self.leaf_id)
 
     def reset(self) -> None:
-        self.messages = []
-        self.first_message_index = 0
+        self.replace_messages([], [])
         self.add(LeafEntry(target_id=None))
         self.leaf_id = None
+
+    def replace_messages(self, messages: list[Message], entry_ids: list[str | None]) -> None:
+        """A new context (after reset, compaction or a branch): the conversation goes on from it."""
+        self.messages = list(messages)
+        self.entry_ids = list(entry_ids)
+        self.first_message_index = 0
 
     def mark_written(self, entries: list[SessionEntry]) -> None:
         written = {entry.id for entry in entries}
         self.unwritten = [entry for entry in self.unwritten if entry.id not in written]
 
-    def carry_tail(self, max_bytes: int, size_of: Callable[[Message], int]) -> tuple[list[Message], int]:
-        """The newest messages that fit in ``max_bytes``, and the index of the first one kept."""
+    def carry_tail(
+        self, max_bytes: int, size_of: Callable[[Message], int]
+    ) -> tuple[list[Message], list[str | None], int]:
+        """The newest messages that fit in ``max_bytes``, their entry ids, and the first one's index."""
         kept = newest_within(self.messages, max_bytes, size_of)
-        return kept, self.message_count - len(kept)
+        return kept, self.entry_ids[len(self.messages) - len(kept) :], self.message_count - len(kept)
 
 
 def newest_within(

@@ -275,3 +275,20 @@ async def test_large_tool_outputs_never_make_a_large_payload(temporal_client: Cl
         assert (await agent.get_state()).message_count == 48
         with JsonlSessionStorage.open(h.session_path("big")) as storage:
             assert storage.get_session_stats().message_count == 48
+
+
+async def test_messages_carry_their_session_entry_ids(temporal_client: Client, tmp_path: Path) -> None:
+    model = ScriptedModel([tool_calls([("add", {"a": 1, "b": 1})]), text("2")])
+    async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:
+        agent = await h.agents.start("ids", AgentOptions(model=scripted_model(), tools=["add"]))
+        await agent.prompt("1+1?")
+        await agent.wait_for_idle(timeout=20)
+        page = await agent.get_messages()
+        with JsonlSessionStorage.open(h.session_path("ids")) as storage:
+            context = storage.build_context()
+            assert page.entry_ids == context.message_entry_ids
+            for entry_id, message in zip(page.entry_ids, page.messages, strict=True):
+                entry = storage.get_entry(entry_id)  # type: ignore[arg-type]
+                assert entry is not None and entry.message == message  # type: ignore[union-attr]
+        recovered = await h.agents.recover(h.session_path("ids"), session_id="ids-recovered")
+        assert (await recovered.get_messages()).entry_ids == page.entry_ids

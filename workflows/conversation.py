@@ -100,6 +100,7 @@ class ConversationWorkflow:
             first_message_index=inp.first_message_index,
             leaf_id=inp.leaf_id,
             unwritten=inp.unwritten,
+            entry_ids=inp.message_entry_ids or None,
         )
         self.stats: SessionStats = inp.stats or SessionStats()
         self.steering: list[QueuedMessage] = list(inp.steering_queue)
@@ -151,7 +152,8 @@ class ConversationWorkflow:
         if self.config.tool_names or self.config.tools:
             names = self.config.tool_names or [tool.name for tool in self.config.tools]
             self.transcript.add(ActiveToolsChangeEntry(active_tools=names))
-        messages, self.transcript.messages = self.transcript.messages, []
+        messages = self.transcript.messages
+        self.transcript.replace_messages([], [])
         for message in messages:
             self.transcript.add_message(message)
             self.stats = add_message_to_stats(self.stats, message)
@@ -302,7 +304,7 @@ class ConversationWorkflow:
         self._truncate_events(
             keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes
         )
-        messages, first_index = self.transcript.carry_tail(
+        messages, entry_ids, first_index = self.transcript.carry_tail(
             self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
         )
         carry = ConversationInput(
@@ -310,6 +312,7 @@ class ConversationWorkflow:
             config=self.config,
             limits=self.limits,
             messages=messages,
+            message_entry_ids=entry_ids,
             first_message_index=first_index,
             leaf_id=self.transcript.leaf_id,
             unwritten=self.transcript.unwritten,
@@ -579,10 +582,12 @@ class ConversationWorkflow:
             if query.end is None
             else min(query.end, self.transcript.message_count)
         )
+        window = slice(start - first, max(start, end) - first)
         return MessagesPage(
-            messages=self.transcript.messages[start - first : max(start, end) - first],
+            messages=self.transcript.messages[window],
             start=start,
             total=self.transcript.message_count,
+            entry_ids=self.transcript.entry_ids[window],
         )
 
     @workflow.query(name="get_session_stats")

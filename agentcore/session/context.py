@@ -49,6 +49,8 @@ class SessionContext(WireModel):
     active_tools: list[str] | None = None
     system_prompt: str | None = None
     leaf_id: str | None = None
+    # The entry each message comes from (a compaction's or branch summary's own id for its summary).
+    message_entry_ids: list[str] = Field(default_factory=list)
 
 
 def _summary_message(prefix: str, summary: str, timestamp: int) -> UserMessage:
@@ -96,7 +98,9 @@ def build_context(
             _apply_setting(context, load_entry(entry_id))
 
     if compaction_index < 0:
-        context.messages = _messages(path_ids, entry_type, load_entry)
+        pairs = _messages(path_ids, entry_type, load_entry)
+        context.messages = [message for _, message in pairs]
+        context.message_entry_ids = [entry_id for entry_id, _ in pairs]
         return context
 
     compaction = load_entry(path_ids[compaction_index])
@@ -107,11 +111,13 @@ def build_context(
         before.index(compaction.first_kept_entry_id) if compaction.first_kept_entry_id in before else None
     )
     kept = before[kept_from:] if kept_from is not None else []
-    context.messages = [
-        compaction_summary_message(compaction.summary, compaction.timestamp),
+    pairs = [
+        (compaction.id, compaction_summary_message(compaction.summary, compaction.timestamp)),
         *_messages(kept, entry_type, load_entry),
         *_messages(path_ids[compaction_index + 1 :], entry_type, load_entry),
     ]
+    context.messages = [message for _, message in pairs]
+    context.message_entry_ids = [entry_id for entry_id, _ in pairs]
     return context
 
 
@@ -141,14 +147,15 @@ def _apply_setting(context: SessionContext, entry: SessionEntry) -> None:
 
 def _messages(
     path_ids: Sequence[str], entry_type: Callable[[str], str], load_entry: Callable[[str], SessionEntry]
-) -> list[Message]:
-    messages: list[Message] = []
+) -> list[tuple[str, Message]]:
+    """(entry id, message) for each entry on the path that puts a message in the context."""
+    messages: list[tuple[str, Message]] = []
     for entry_id in path_ids:
         if entry_type(entry_id) not in _CONTEXT_TYPES:
             continue
         entry = load_entry(entry_id)
         if isinstance(entry, MessageEntry):
-            messages.append(entry.message)
+            messages.append((entry_id, entry.message))
         elif isinstance(entry, BranchSummaryEntry):
-            messages.append(branch_summary_message(entry.summary, entry.timestamp))
+            messages.append((entry_id, branch_summary_message(entry.summary, entry.timestamp)))
     return messages
