@@ -32,6 +32,10 @@ def format_arguments(arguments: Any) -> str:
 
 def _first_line(text: str, width: int = 100) -> str:
     lines = text.strip().splitlines() or [""]
+    if lines[0].startswith("|"):
+        # A table: its footer ("3 wine(s) match.") says more on one line than its header row.
+        prose = [line for line in lines if not line.startswith("|")]
+        lines = [*prose[-1:], *(line for line in lines if line.startswith("|"))]
     head = lines[0] if len(lines[0]) <= width else lines[0][: width - 1] + "…"
     more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
     return head + more

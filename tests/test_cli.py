@@ -1,0 +1,189 @@
+"""The ``agentcore`` CLI against a real dev server, a real worker and the demo model on loopback.
+
+Most commands run in-process through ``agentcore.cli.run`` (same parser, same code paths, no
+interpreter start-up per call); the console script itself runs as a subprocess where the process
+matters: exit codes, Ctrl-C, an unreachable server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from agentcore.cli import run
+from agentcore.messages import AssistantMessage
+from tests.cli_support import AGENTCORE, Deployment, demo_deployment
+
+
+@pytest.fixture
+async def deployment(temporal_client: Client, tmp_path: Path):  # type: ignore[no-untyped-def]
+    async with demo_deployment(temporal_client, tmp_path) as deployment:
+        yield deployment
+
+
+async def test_send_wait_streams_tool_calls_and_the_answer(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await deployment.start_demo("cli-send")
+    code = await run(
+        deployment.argv("send", "cli-send", "Anything from the Rhône under $80 for lamb?", "--wait")
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert '-> search_wines(region="Rhône", max_price=80.0, query="lamb"' in out
+    assert "<- search_wines: 1 wine(s) match." in out
+    assert "-> wine_details(wine_id=13)" in out
+    assert "agent> I'd open the **Domaine du Vieux Télégraphe" in out
+
+
+async def test_state_and_events_resume_from_an_offset(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = await deployment.start_demo("cli-events")
+    await agent.prompt("What is 12 * 7.5?")
+    await agent.wait_for_idle(timeout=30)
+    capsys.readouterr()
+
+    assert await run(deployment.argv("state", "cli-events")) == 0
+    state_text = capsys.readouterr().out
+    assert "status    idle" in state_text and "messages  4" in state_text and "demo/cellar-demo" in state_text
+
+    assert await run(deployment.argv("events", "cli-events", "--from", "0")) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    offsets = [line["offset"] for line in lines]
+    assert offsets == list(range(len(lines)))
+    assert lines[0]["event"]["type"] == "agent_start" and lines[-1]["event"]["type"] == "agent_end"
+    assert any(line["event"].get("tool_name") == "calculator" for line in lines)
+
+    # A reader that stopped after offset 5 resumes with --from 6: the rest, nothing repeated.
+    assert await run(deployment.argv("events", "cli-events", "--from", "6")) == 0
+    resumed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert resumed == lines[6:]
+
+
+async def test_steer_follow_up_and_abort_reach_the_conversation(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = await deployment.start_demo("cli-signals")
+    assert await run(deployment.argv("steer", "cli-signals", "Only half bottles.")) == 0
+    assert await run(deployment.argv("follow-up", "cli-signals", "And a dessert wine?")) == 0
+    assert await run(deployment.argv("abort", "cli-signals")) == 0
+    queues = await agent.get_queues()
+    assert [m.message.text for m in queues.steering] == ["Only half bottles."]
+    assert [m.message.text for m in queues.follow_up] == ["And a dessert wine?"]
+    printed_ids = capsys.readouterr().out.split()
+    assert printed_ids == [queues.steering[0].id, queues.follow_up[0].id]
+
+
+async def test_sessions_lists_status_model_messages_and_cost(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = await deployment.start_demo("cli-list")
+    await agent.prompt("What is 2 + 2?")
+    await agent.wait_for_idle(timeout=30)
+    capsys.readouterr()
+    assert await run(deployment.argv("sessions", "--query", 'WorkflowId = "cli-list"')) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["SESSION", "STATUS", "MODEL", "MESSAGES", "COST", "STARTED"]
+    cells = row.split()
+    assert cells[0] == "cli-list" and cells[1].startswith("running")
+    assert cells[2] == "demo/cellar-demo" and cells[3] == "4" and cells[4].startswith("$")
+
+
+async def test_export_and_recover_from_the_session_file(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    agent = await deployment.start_demo("cli-file")
+    await agent.prompt("We bought 3 bottles of #24")
+    await agent.wait_for_idle(timeout=30)
+    path = deployment.sessions_dir / "cli-file.jsonl"
+
+    output = tmp_path / "cli-file.md"
+    assert await run(deployment.argv("export", "cli-file", "-o", str(output))) == 0
+    markdown = output.read_text()
+    assert markdown.startswith("# Session cli-file")
+    assert "### User\n\nWe bought 3 bottles of #24" in markdown
+    assert "**Tool call** `update_stock`" in markdown and '"change": 3' in markdown
+    assert "Added 3 bottle(s) of G.D. Vajra" in markdown
+
+    capsys.readouterr()
+    assert await run(deployment.argv("recover", str(path), "--session-id", "cli-file-2")) == 0
+    assert capsys.readouterr().out.strip() == "cli-file-2"
+    recovered = await deployment.agents.attach("cli-file-2")
+    state = await recovered.get_state()
+    assert state.message_count == 4 and state.model.id == "cellar-demo"
+    assert await run(deployment.argv("send", "cli-file-2", "What is 6 * 7?", "--wait")) == 0
+    assert "<- calculator: 6 * 7 = 42" in capsys.readouterr().out
+
+
+async def test_chat_once_asks_and_leaves(deployment: Deployment, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = deployment.argv("chat", "cli-chat", "--demo-port", str(deployment.demo_port), "--once", "hello")
+    assert await run(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("you> hello\nagent> Hello! I'm Cellar, your sommelier.")
+    state = await (await deployment.agents.attach("cli-chat")).get_state()
+    assert state.message_count == 2 and [t.name for t in state.tools][0] == "search_wines"
+
+
+async def test_missing_session_is_agent_not_found(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in (
+        ["state", "nope"],
+        ["send", "nope", "hi"],
+        ["abort", "nope"],
+        ["chat", "nope", "--attach-only"],
+    ):
+        assert await run(deployment.argv(*command)) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("agentcore: AGENT_NOT_FOUND:"), err
+    assert await run(deployment.argv("export", "nope")) == 3
+
+
+def test_unreachable_server_is_one_line_and_exit_2() -> None:
+    result = subprocess.run(
+        [AGENTCORE, "--address", "127.0.0.1:1", "state", "anything"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "agentcore: cannot reach Temporal at 127.0.0.1:1 (Failed client connect)"
+
+
+async def test_ctrl_c_aborts_the_turn_and_the_chat_goes_on(temporal_client: Client, tmp_path: Path) -> None:
+    async with demo_deployment(temporal_client, tmp_path, pacing=0.05) as deployment:
+        agent = await deployment.start_demo("cli-ctrl-c")
+        chat = await asyncio.create_subprocess_exec(
+            AGENTCORE, *deployment.argv("chat", "cli-ctrl-c", "--attach-only"),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert chat.stdin is not None and chat.stdout is not None
+        output = b""
+
+        async def read_until(marker: bytes) -> None:
+            nonlocal output
+            while marker not in output:
+                chunk = await asyncio.wait_for(chat.stdout.read(256), 30)  # type: ignore[union-attr]
+                assert chunk, output
+                output += chunk
+
+        chat.stdin.write(b"Hello there\n")
+        await read_until(b"agent> Hello")
+        chat.send_signal(signal.SIGINT)
+        await read_until(b"[aborted")
+        chat.stdin.write(b"What is 2 * 21?\n/quit\n")
+        await chat.stdin.drain()
+        chat.stdin.close()
+        await read_until(b"2 * 21 = 42")
+        assert await asyncio.wait_for(chat.wait(), 30) == 0
+        messages = (await agent.get_state()).messages
+        assert isinstance(messages[1], AssistantMessage) and messages[1].stop_reason == "aborted"
+        assert messages[1].text.startswith("Hello") and messages[1].text != messages[-1].text
+        assert messages[-1].text == "2 * 21 = 42."
