@@ -1,0 +1,123 @@
+"""Payload encryption: the server stores ciphertext, clients and the UI's codec server decode it."""
+
+from __future__ import annotations
+
+import base64
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+from google.protobuf import json_format
+from temporalio.api.common.v1 import Payload, Payloads
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from agentcore import AgentOptions
+from agentcore.temporal import DATA_CONVERTER, ensure_data_converter
+from agentcore.temporal.codec import (
+    EncryptionCodec,
+    EncryptionKeyError,
+    codec_from_env,
+    parse_key,
+    with_codec,
+)
+from agentcore.temporal.codec_server import CodecServer
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text
+from tests.durable_support import collect_run, running_worker
+
+SECRET = "the vault code is PLUM-4417"
+
+
+def test_round_trip_key_mismatch_and_clear_payloads_pass_through() -> None:
+    codec = EncryptionCodec(os.urandom(32))
+    clear = Payload(metadata={"encoding": b"json/plain"}, data=b'{"prompt": "hello"}')
+    (sealed,) = codec.encode_sync([clear])
+    assert b"hello" not in sealed.SerializeToString()
+    assert codec.decode_sync([sealed]) == [clear]
+    assert codec.decode_sync([clear]) == [clear]  # written before encryption was switched on
+    with pytest.raises(EncryptionKeyError, match="AGENTCORE_ENCRYPTION_KEY"):
+        EncryptionCodec(os.urandom(32)).decode_sync([sealed])
+
+
+def test_key_from_the_environment() -> None:
+    key = os.urandom(32)
+    assert codec_from_env({}) is None
+    codec = codec_from_env({"AGENTCORE_ENCRYPTION_KEY": base64.b64encode(key).decode()})
+    assert codec is not None and codec.key_id == EncryptionCodec(key).key_id
+    assert parse_key(base64.urlsafe_b64encode(key).decode().rstrip("=")) == key
+    with pytest.raises(EncryptionKeyError, match="32 bytes"):
+        parse_key(base64.b64encode(b"short").decode())
+
+
+def _post(url: str, body: bytes, origin: str = "http://localhost:8233") -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(
+        url, data=body, method="POST", headers={"Content-Type": "application/json", "Origin": origin}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    codec = EncryptionCodec(os.urandom(32))
+    config = temporal_env.client.config()
+    config["data_converter"] = with_codec(DATA_CONVERTER, codec)
+    client = Client(**config)
+    assert ensure_data_converter(client).data_converter.payload_codec is codec
+
+    model = ScriptedModel(lambda context: text(f"Noted: {SECRET}"))
+    async with running_worker(client, tmp_path, model) as h:
+        agent = await h.agents.start(
+            "encrypted-1", AgentOptions(model=scripted_model(), system_prompt=SECRET)
+        )
+        await agent.prompt(f"Remember this: {SECRET}")
+        events = await collect_run(agent)
+        await agent.wait_for_idle()
+        # Clients with the key see clear text: events, queries.
+        assert events[-1].type == "agent_end"
+        assert (await agent.get_state()).messages[-1].text == f"Noted: {SECRET}"
+        history = await client.get_workflow_handle("encrypted-1").fetch_history()
+
+    raw = b"".join(event.SerializeToString() for event in history.events)
+    assert b"PLUM-4417" not in raw
+    assert b"binary/encrypted" in raw
+
+    started = next(
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+    )
+    encrypted_input = started.workflow_execution_started_event_attributes.input
+    body = json_format.MessageToJson(encrypted_input).encode()
+    server = CodecServer(codec, port=0).start()
+    try:
+        status, headers, reply = _post(f"{server.url}/decode", body)
+        assert status == 200
+        assert headers["Access-Control-Allow-Origin"] == "http://localhost:8233"
+        decoded = json_format.Parse(reply, Payloads())
+        assert SECRET.encode() in decoded.payloads[0].data
+        assert orjson.loads(decoded.payloads[0].data)["session_id"] == "encrypted-1"
+
+        # /encode is the inverse (the UI uses it to send signals with encrypted payloads).
+        status, _, reply = _post(f"{server.url}/encode", json_format.MessageToJson(decoded).encode())
+        assert status == 200
+        assert codec.decode_sync(json_format.Parse(reply, Payloads()).payloads) == list(decoded.payloads)
+
+        status, headers, _ = _post(f"{server.url}/decode", body, origin="http://evil.example")
+        assert "Access-Control-Allow-Origin" not in headers
+        status, _, reply = _post(f"{server.url}/nope", body)
+        assert status == 404
+        wrong = CodecServer(EncryptionCodec(os.urandom(32)), port=0).start()
+        try:
+            status, _, reply = _post(f"{wrong.url}/decode", body)
+            assert status == 400 and b"AGENTCORE_ENCRYPTION_KEY" in reply
+        finally:
+            wrong.stop()
+    finally:
+        server.stop()
