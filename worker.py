@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
+from activities.compaction import CompactionActivities
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
@@ -61,6 +62,7 @@ def create_worker(
     llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
     tool_activities = ToolActivities(registry)
     session = SessionActivities(store)
+    compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
     worker_options.setdefault("workflow_runner", workflow_runner())
     worker_options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
@@ -75,6 +77,7 @@ def create_worker(
             tool_activities.execute,
             tool_activities.describe,
             session.append,
+            compaction.compact,
         ],
         **worker_options,
     )

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
 from agentcore.protocol import EVENTS_TOPIC, StreamInput, StreamResult
+from agentcore.providers.errors import is_context_overflow
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
 from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
@@ -91,6 +92,9 @@ class LlmActivities:
         try:
             if retry is not None:
                 raise retry
+            if inp.compact_on_overflow and is_context_overflow(message):
+                # Not recorded: the workflow compacts the conversation and calls again on the summary.
+                return StreamResult(message=message, overflow=True)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
             stored = await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
             # Another attempt (a stalled worker that woke up) may have written this entry first: the

@@ -38,7 +38,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .errors import AgentError, AgentNotFoundError, ValidationError
-from .events import AGENT_EVENT_ADAPTER, AgentEvent
+from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import ImageContent, Message, TextContent, UserMessage, describe_validation_error
 from .model import Model, ThinkingLevel
 from .protocol import (
@@ -47,6 +47,7 @@ from .protocol import (
     AbortRequest,
     Accepted,
     CommandRequest,
+    CompactRequest,
     ConversationConfig,
     ConversationInput,
     ConversationLimits,
@@ -395,6 +396,25 @@ class DurableAgent:
         request_id = _new_id()
         request = SetSystemPromptRequest(id=request_id, system_prompt=system_prompt)
         return await self._update("set_system_prompt", request, request_id)
+
+    async def compact(self, instructions: str | None = None, *, id: str | None = None) -> CompactionEndEvent:
+        """Summarise the older part of the conversation now (refused while a run is active)."""
+        request_id = id or _new_id()
+        try:
+            result: CompactionEndEvent = await self.handle.execute_update(
+                "compact",
+                CompactRequest(id=request_id, instructions=instructions),
+                id=request_id,
+                result_type=CompactionEndEvent,
+            )
+            return result
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError):
+                raise AgentError.from_code(cause.type, cause.message) from None
+            raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+        except RPCError as err:
+            raise self._map_rpc(err) from None
 
     async def steer(self, message: str | UserMessage, *, id: str | None = None) -> str:
         """Queue a steering message (taken after the current turn); returns its id."""

@@ -16,7 +16,9 @@ from pydantic import Field
 
 from .messages import AssistantMessage, Message, UserMessage, WireModel
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
-from .session.entries import SessionEntry
+from .compaction import CompactionSettings
+from .events import CompactionReason
+from .session.entries import CompactionEntry, SessionEntry
 from .session.stats import SessionStats
 from .tools import ToolSpec
 
@@ -74,6 +76,7 @@ class ConversationConfig(WireModel):
     tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
     max_tokens: int | None = None
     temperature: float | None = None
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 
 
 class QueuedMessage(WireModel):
@@ -231,12 +234,17 @@ class StreamInput(WireModel):
     max_tokens: int | None = None
     temperature: float | None = None
     create: SessionCreate | None = None
+    # A context-overflow error is then returned without being recorded: the workflow compacts and
+    # retries the call once instead.
+    compact_on_overflow: bool = False
 
 
 class StreamResult(WireModel):
     message: AssistantMessage
     # How many message_update events the activity already published to the stream itself.
     deltas_published: int = 0
+    # The provider refused the context as too long and nothing was recorded (``compact_on_overflow``).
+    overflow: bool = False
 
 
 class ToolCallInput(WireModel):
@@ -261,3 +269,32 @@ class DescribeToolsInput(WireModel):
 class DescribeToolsResult(WireModel):
     tools: list[ToolSpec]
     unknown: list[str] = Field(default_factory=list)
+
+
+class CompactInput(WireModel):
+    """``session.compact``: summarise the older part of the path at ``leaf_id`` into a compaction entry."""
+
+    session_id: str
+    model: Model
+    entries: list[SessionEntry] = Field(default_factory=list)
+    leaf_id: str | None = None
+    entry_id: str
+    reason: CompactionReason = "manual"
+    instructions: str | None = None
+    settings: CompactionSettings = Field(default_factory=CompactionSettings)
+    create: SessionCreate | None = None
+
+
+class CompactResult(WireModel):
+    """The new entry (None: nothing worth compacting) and the context the conversation goes on from."""
+
+    entry: CompactionEntry | None = None
+    messages: list[Message] = Field(default_factory=list)
+    message_entry_ids: list[str | None] = Field(default_factory=list)
+    tokens_before: int = 0
+    tokens_after: int | None = None
+
+
+class CompactRequest(WireModel):
+    id: str = ""
+    instructions: str | None = None

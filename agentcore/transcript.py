@@ -12,7 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .messages import AssistantMessage, Message
-from .session.entries import EntryBase, LeafEntry, MessageEntry, SessionEntry
+from .session.entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    EntryBase,
+    LeafEntry,
+    MessageEntry,
+    SessionEntry,
+)
 from .session.stats import SessionStats, StatsAccumulator
 
 
@@ -114,17 +121,30 @@ def newest_within(
 __all__ = ["EntryBase", "Transcript", "add_message_to_stats", "newest_within"]
 
 
-def add_message_to_stats(stats: SessionStats, message: Message) -> SessionStats:
-    """``stats`` plus one message: the workflow's running totals, counted as the session file counts."""
+def add_entry_usage_to_stats(
+    stats: SessionStats, entry: CompactionEntry | BranchSummaryEntry
+) -> SessionStats:
+    """``stats`` plus the model usage of a compaction or branch summary (it was a model call too)."""
+    return _accumulate(
+        stats, {"type": entry.type, "usage": entry.usage.model_dump(mode="json") if entry.usage else None}
+    )
+
+
+def _accumulate(stats: SessionStats, raw_entry: dict[str, Any]) -> SessionStats:
     accumulator = StatsAccumulator()
     for key in accumulator.totals:
         accumulator.totals[key] = getattr(stats, key)
     accumulator.cost_total = stats.cost_total
+    accumulator.add(raw_entry)
+    return accumulator.snapshot()
+
+
+def add_message_to_stats(stats: SessionStats, message: Message) -> SessionStats:
+    """``stats`` plus one message: the workflow's running totals, counted as the session file counts."""
     view: dict[str, Any] = {"role": message.role}
     usage = getattr(message, "usage", None)
     if usage is not None:
         view["usage"] = usage.model_dump(mode="json")
     if isinstance(message, AssistantMessage):
         view["content"] = [{"type": block.type} for block in message.content]
-    accumulator.add({"type": "message", "message": view})
-    return accumulator.snapshot()
+    return _accumulate(stats, {"type": "message", "message": view})

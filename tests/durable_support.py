@@ -63,7 +63,7 @@ class Harness:
 async def running_worker(
     client: Client,
     tmp_path: Path,
-    stream_fn: StreamFn,
+    stream_fn: StreamFn | None,
     tools: Sequence[AgentTool] = (),
     limits: ConversationLimits | None = None,
     **worker_options: Any,

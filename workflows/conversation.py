@@ -24,7 +24,14 @@ with workflow.unsafe.imports_passed_through():
     import orjson
 
     from agentcore import errors
-    from agentcore.events import AgentEvent, MessageUpdateEvent
+    from agentcore.compaction import compaction_end_event, estimate_context_tokens, should_compact
+    from agentcore.events import (
+        AgentEvent,
+        CompactionEndEvent,
+        CompactionReason,
+        CompactionStartEvent,
+        MessageUpdateEvent,
+    )
     from agentcore.loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
     from agentcore.messages import AssistantMessage, Message
     from agentcore.model import QueueMode
@@ -36,6 +43,9 @@ with workflow.unsafe.imports_passed_through():
         Accepted,
         AppendInput,
         CommandRequest,
+        CompactInput,
+        CompactRequest,
+        CompactResult,
         ConversationInput,
         DescribeToolsInput,
         DescribeToolsResult,
@@ -63,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
-    from agentcore.transcript import Transcript, add_message_to_stats
+    from agentcore.transcript import Transcript, add_entry_usage_to_stats, add_message_to_stats
 
 from . import policies
 from .runtime import TemporalRuntime
@@ -74,6 +84,7 @@ SEEN_IDS_KEPT = 2_000
 PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+COMPACT_ACTIVITY = "session.compact"  # don't rename: recorded in histories
 
 
 def _refuse(code: str, message: str) -> ApplicationError:
@@ -119,6 +130,7 @@ class ConversationWorkflow:
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
         self._streaming_from = 0
+        self.compacting = False
 
     # ------------------------------------------------------------------------------------- main loop
 
@@ -226,7 +238,7 @@ class ConversationWorkflow:
             if isinstance(message, AssistantMessage) and message.error_message:
                 self.error_message = message.error_message
 
-    def _publish(self, event: AgentEvent) -> None:
+    def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
             # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
             event = event.model_copy(update={"message": None})
@@ -287,6 +299,70 @@ class ConversationWorkflow:
             self.config.tools = result.tools
             self.config.tool_names = []
         return result.unknown
+
+    # ----------------------------------------------------------------------------------- compaction
+
+    def compaction_due(self) -> bool:
+        settings = self.config.compaction
+        return settings.enabled and should_compact(self.transcript.messages, self.config.model, settings)
+
+    async def compact(
+        self, reason: CompactionReason, instructions: str | None = None, *, will_retry: bool = False
+    ) -> CompactionEndEvent:
+        """Summarise the older part of the path (an activity) and go on from the compacted context."""
+        tokens_before = estimate_context_tokens(self.transcript.messages)
+        self._publish(CompactionStartEvent(reason=reason))
+        entries = list(self.transcript.unwritten)
+        try:
+            result: CompactResult = await workflow.execute_activity(
+                COMPACT_ACTIVITY,
+                CompactInput(
+                    session_id=self.session_id,
+                    model=self.config.model,
+                    entries=entries,
+                    leaf_id=self.transcript.leaf_id,
+                    entry_id=self.runtime.new_id(),
+                    reason=reason,
+                    instructions=instructions,
+                    settings=self.config.compaction,
+                    create=self.session_create(),
+                ),
+                result_type=CompactResult,
+                start_to_close_timeout=policies.COMPACTION.start_to_close,
+                retry_policy=policies.COMPACTION.retry,
+                summary=f"compact ({reason})",
+            )
+        except ActivityError as err:
+            # The conversation goes on uncompacted (an overflow then surfaces as the model's error).
+            end = CompactionEndEvent(
+                reason=reason, tokens_before=tokens_before, error_message=str(err.cause or err)
+            )
+            self._publish(end)
+            return end
+        self.transcript.mark_written(entries)
+        self.session_created = True
+        if result.entry is None:
+            end = CompactionEndEvent(reason=reason, tokens_before=tokens_before, tokens_after=tokens_before)
+        else:
+            self.transcript.replace_messages(result.messages, result.message_entry_ids)
+            self.transcript.leaf_id = result.entry.id
+            self.stats = add_entry_usage_to_stats(self.stats, result.entry)
+            end = compaction_end_event(result.entry, reason=reason, will_retry=will_retry)
+        self._publish(end)
+        self._set_details()
+        return end
+
+    @workflow.update(name="compact")
+    async def compact_(self, request: CompactRequest) -> CompactionEndEvent:
+        self.compacting = True
+        try:
+            return await self.compact("manual", request.instructions)
+        finally:
+            self.compacting = False
+
+    @compact_.validator
+    def _validate_compact(self, request: CompactRequest) -> None:
+        self._refuse_if_busy("compact")
 
     # ------------------------------------------------------------------------------ continue-as-new
 
@@ -349,7 +425,7 @@ class ConversationWorkflow:
     # ------------------------------------------------------------------------------------ updates
 
     def _busy(self) -> bool:
-        return self.running or self.pending_run is not None
+        return self.running or self.compacting or self.pending_run is not None
 
     def _seen(self, request_id: str) -> bool:
         return bool(request_id) and request_id in self.seen_ids

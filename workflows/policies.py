@@ -80,3 +80,15 @@ DESCRIBE_TOOLS = ActivityOptions(
 
 # Worker-side: how often heartbeats actually go out (bounds abort latency for long activities).
 HEARTBEAT_THROTTLE = timedelta(milliseconds=300)
+
+COMPACTION = ActivityOptions(
+    start_to_close=timedelta(minutes=10),
+    heartbeat=None,
+    retry=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=4,
+        non_retryable_error_types=NON_RETRYABLE_SESSION_ERRORS,
+    ),
+)

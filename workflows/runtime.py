@@ -74,6 +74,39 @@ class TemporalRuntime:
         if signal is not None and signal.aborted:
             yield _stream_error(partial, "aborted", "Request was aborted")
             return
+        if conversation.compaction_due():
+            await conversation.compact("threshold")
+        try:
+            result, result_entry_id = await self._call_model(
+                model, context, options, compact_on_overflow=True
+            )
+            if result.overflow:
+                # pi's rule: a context overflow is compacted away and the call retried, once.
+                await conversation.compact("overflow", will_retry=True)
+                result, result_entry_id = await self._call_model(
+                    model, context, options, compact_on_overflow=False
+                )
+        except ActivityError as err:
+            aborted = isinstance(err.cause, CancelledError)
+            yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
+            return
+        message = result.message
+        self.written_message = (message, result_entry_id)
+        if result.deltas_published == 0:
+            # The call finished before the activity's first publish: give subscribers the deltas from
+            # the final message instead (one per block), without an extra signal per model call.
+            for event in _block_events(message):
+                yield event
+        if message.stop_reason in ("error", "aborted"):
+            yield StreamError(reason=message.stop_reason, error=message)
+        else:
+            yield StreamDone(reason=message.stop_reason, message=message)
+
+    async def _call_model(
+        self, model: Model, context: LlmContext, options: StreamOptions, *, compact_on_overflow: bool
+    ) -> tuple[StreamResult, str]:
+        """One ``llm.stream`` activity; raises ``ActivityError`` when it finally fails."""
+        conversation = self.conversation
         transcript = conversation.transcript
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
@@ -89,6 +122,7 @@ class TemporalRuntime:
             max_tokens=options.max_tokens,
             temperature=options.temperature,
             create=conversation.session_create(),
+            compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
         )
         opts = policies.llm_call(conversation.limits)
         handle = workflow.start_activity(
@@ -101,29 +135,16 @@ class TemporalRuntime:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"llm {model.provider}/{model.id}",
         )
+        signal: AbortSignal | None = options.signal
         remove = signal.add_listener(handle.cancel) if signal is not None else None
         try:
-            result = await handle
-        except ActivityError as err:
-            aborted = isinstance(err.cause, CancelledError)
-            yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
-            return
+            result: StreamResult = await handle
         finally:
             if remove is not None:
                 remove()
         transcript.mark_written(entries)
         conversation.session_created = True
-        message = result.message
-        self.written_message = (message, result_entry_id)
-        if result.deltas_published == 0:
-            # The call finished before the activity's first publish: give subscribers the deltas from
-            # the final message instead (one per block), without an extra signal per model call.
-            for event in _block_events(message):
-                yield event
-        if message.stop_reason in ("error", "aborted"):
-            yield StreamError(reason=message.stop_reason, error=message)
-        else:
-            yield StreamDone(reason=message.stop_reason, message=message)
+        return result, result_entry_id
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate

@@ -1,0 +1,98 @@
+"""A durable conversation far past a small model's context window keeps working through compactions.
+
+The model is the real OpenAI provider against the loopback server, which enforces a 2,000-token
+window and answers an over-long request with OpenAI's own context_length_exceeded error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from agentcore import AgentOptions
+from agentcore.errors import AgentBusyError
+from agentcore.session import CompactionEntry, JsonlSessionStorage
+from agentcore.testing.loopback import LoopbackServer
+from tests.compaction_support import API_KEY, SYSTEM_PROMPT, facts_in, lookup_tool, prompt_text, responder
+from tests.durable_support import collect_run, running_worker
+
+WINDOW = 2_000
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[LoopbackServer]:
+    async with LoopbackServer(responder, context_window=WINDOW) as srv:
+        yield srv
+
+
+async def test_long_conversation_compacts_and_recovers(
+    temporal_client: Client, tmp_path: Path, server: LoopbackServer
+) -> None:
+    model = server.model(context_window=WINDOW, max_tokens=512)
+    async with running_worker(
+        temporal_client, tmp_path, stream_fn=None, tools=[lookup_tool()], get_api_key=lambda provider: API_KEY
+    ) as h:
+        agent = await h.agents.start(
+            "long", AgentOptions(model=model, tools=["lookup"], system_prompt=SYSTEM_PROMPT)
+        )
+        compactions = []
+        for number in range(1, 25):
+            offset = await agent.event_offset()
+            await agent.prompt(prompt_text(number))
+            events = await collect_run(agent, offset)
+            await agent.wait_for_idle(timeout=30)
+            compactions += [e for e in events if e.type == "compaction_end"]
+            last = (await agent.get_state()).messages[-1]
+            assert last.role == "assistant" and last.stop_reason == "stop", last  # type: ignore[union-attr]
+        assert len([c for c in compactions if c.summary]) >= 3, "several compactions happened"
+        assert all(
+            c.tokens_after is not None and c.tokens_after < c.tokens_before for c in compactions if c.summary
+        )
+
+        # Manual compaction, refused while a run is active, works when idle.
+        manual = await agent.compact("Keep every FACT line.")
+        assert manual.reason == "manual"
+
+        state = await agent.get_state()
+        stats = await agent.get_session_stats()
+        with JsonlSessionStorage.open(h.session_path("long")) as storage:
+            context = storage.build_context()
+            file_stats = storage.get_session_stats()
+            entries = storage.find_entries("compaction")
+        # Recovery from the file rebuilds exactly the compacted context the workflow holds.
+        assert [m.model_dump() for m in context.messages] == [m.model_dump() for m in state.messages]
+        # Nothing is deleted: every message of the 24 prompts is still counted.
+        assert file_stats.message_count == stats.message_count >= 24 * 4
+        assert stats.cost_total == pytest.approx(file_stats.cost_total)
+        assert all(isinstance(e, CompactionEntry) for e in entries) and len(entries) >= 3
+        # What was learned early survives in the summary chain.
+        latest = entries[-1]
+        assert isinstance(latest, CompactionEntry)
+        assert 1 in facts_in(latest.summary)
+
+        recovered = await h.agents.recover(h.session_path("long"), session_id="long-recovered")
+        await recovered.wait_for_idle(timeout=20)
+        recovered_state = await recovered.get_state()
+        assert [m.model_dump() for m in recovered_state.messages] == [m.model_dump() for m in state.messages]
+        await recovered.prompt(prompt_text(99))
+        await recovered.wait_for_idle(timeout=30)
+        assert (await recovered.get_state()).messages[-1].stop_reason == "stop"  # type: ignore[union-attr]
+
+
+async def test_compact_is_refused_while_running(
+    temporal_client: Client, tmp_path: Path, server: LoopbackServer
+) -> None:
+    from agentcore.testing.scripted import ScriptedModel, scripted_model, text
+
+    slow = ScriptedModel(lambda context: text("slow " * 50), chunks=50, delay=0.02)
+    async with running_worker(temporal_client, tmp_path, slow) as h:
+        agent = await h.agents.start("busy-compact", AgentOptions(model=scripted_model()))
+        await agent.prompt("go")
+        with pytest.raises(AgentBusyError):
+            await agent.compact()
+        await agent.wait_for_idle(timeout=20)
+        result = await agent.compact()
+        assert result.summary is None  # two messages: nothing worth compacting
