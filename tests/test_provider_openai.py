@@ -457,3 +457,18 @@ async def test_text_only_model_gets_no_images(server: LoopbackServer):
     assert body_of(server)["messages"] == [
         {"role": "user", "content": "see(image omitted: this model does not accept images)"}
     ]
+
+
+async def test_finished_streams_return_their_connection_to_the_pool(server: LoopbackServer):
+    # A zero-latency server: the provider sees the terminator before the chunked body has ended.
+    # Each call must leave its connection reusable, or a worker runs out of pool after 100 calls.
+    from agentcore.providers.base import aclose_shared_client, shared_client
+
+    await aclose_shared_client()  # a fresh pool: other tests' connections are not ours to count
+    model = gpt4o(server)
+    for _ in range(5):
+        server.enqueue(Script(text="hello"))
+        _, message = await run(model)
+        assert message.stop_reason == "stop"
+    connections = shared_client()._transport._pool.connections  # type: ignore[attr-defined]
+    assert len(connections) == 1 and connections[0].is_idle()

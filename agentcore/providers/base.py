@@ -256,6 +256,10 @@ async def aclose_shared_client() -> None:
         await client.aclose()
 
 
+# How long a finished stream waits for the rest of its body (the chunked terminator) to arrive.
+_DRAIN_SECONDS = 1.0
+
+
 class _Sentinel:
     pass
 
@@ -358,9 +362,18 @@ async def drive_sse(
     finally:
         if remove_listener is not None:
             remove_listener()
-        if not producer.done():
-            producer.cancel()
-            await _settle(producer)
+        try:
+            if handler.finished and not producer.done():
+                # The body ends right after the protocol's terminator: let the producer read it to
+                # the end so the connection goes back to the pool. Cancelling it there can catch
+                # httpcore between end-of-message and releasing the connection, which leaves the
+                # connection ACTIVE for good (measured: every call against a zero-latency server
+                # leaked one, and a worker's 101st model call failed with PoolTimeout).
+                await asyncio.wait({producer}, timeout=_DRAIN_SECONDS)
+        finally:
+            if not producer.done():
+                producer.cancel()
+                await _settle(producer)
 
 
 async def _settle(task: asyncio.Task[None]) -> None:
