@@ -295,10 +295,14 @@ def _context_items(path: Sequence[SessionEntry]) -> tuple[CompactionEntry | None
 def _valid_cuts(messages: Sequence[Message]) -> list[int]:
     """Indices the kept part may start at: never a tool result, and never while a tool call made
     before it still waits for its result (the pair must stay together on one side of the cut). A
-    new assistant message closes earlier calls: by then they were answered or abandoned."""
+    new assistant message closes earlier calls: by then they were answered or abandoned. A failed or
+    aborted assistant message is no place to start either: providers never send it, so the kept part
+    would start with nothing the model can use."""
     cuts: list[int] = []
     open_calls: set[str] = set()
     for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage) and message.stop_reason in ("error", "aborted"):
+            continue
         if isinstance(message, ToolResultMessage):
             open_calls.discard(message.tool_call_id)
             continue
