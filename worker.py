@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
-from activities.compaction import CompactionActivities
+from activities.compaction import BranchActivities, CompactionActivities
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
@@ -78,6 +78,7 @@ def create_worker(
             tool_activities.describe,
             session.append,
             compaction.compact,
+            BranchActivities(compaction).branch,
         ],
         **worker_options,
     )

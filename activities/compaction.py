@@ -20,9 +20,11 @@ from agentcore.compaction import (
     plan_compaction,
     summarize,
 )
-from agentcore.protocol import CompactInput, CompactResult
-from agentcore.runtime import StreamFn
-from agentcore.session import CompactionEntry, GetEntriesOptions, JsonlSessionStorage
+from agentcore.errors import EntryNotFoundError
+from agentcore.protocol import BranchInput, BranchResult, CompactInput, CompactResult
+from agentcore.runtime import LlmContext, StreamFn
+from agentcore.session import BranchSummaryEntry, CompactionEntry, GetEntriesOptions, JsonlSessionStorage
+from agentcore.session.branching import branch_entries, branch_summary_context
 from agentcore.state import GetApiKey
 
 from .llm import _resolve_key
@@ -106,3 +108,64 @@ class CompactionActivities:
             # reports the final failure in compaction_end and carries on uncompacted.
             raise ApplicationError(str(err), type=COMPACTION_FAILED) from err
         return compaction_entry(plan, summary, usage, reason=inp.reason, entry_id=inp.entry_id)
+
+
+class BranchActivities:
+    """``session.branch``: the leaf move, with a summary of the abandoned branch when asked."""
+
+    def __init__(self, compaction: CompactionActivities) -> None:
+        self.compaction = compaction
+        self.store = compaction.store
+
+    @activity.defn(name="session.branch")  # don't rename: recorded in histories
+    async def branch(self, inp: BranchInput) -> BranchResult:
+        def prepare(storage: JsonlSessionStorage) -> LlmContext | None:
+            storage.append_entries(inp.entries)
+            if inp.target_entry_id is not None and storage.get_entry(inp.target_entry_id) is None:
+                raise EntryNotFoundError(f"no entry {inp.target_entry_id!r} in session {inp.session_id!r}")
+            if storage.get_entry(inp.leaf_entry_id) is not None or inp.summary or not inp.summarize:
+                return None  # already done (a retry), or nothing to ask a model
+            return branch_summary_context(
+                storage,
+                inp.target_entry_id,
+                inp.model,
+                from_leaf_id=inp.leaf_id,
+                instructions=inp.instructions,
+                settings=inp.settings,
+            )
+
+        request = await self.store.write(inp.session_id, inp.create, prepare)
+        summary, usage = inp.summary, None
+        if request is not None:
+            try:
+                summary, usage = await summarize(
+                    inp.model,
+                    request,
+                    self.compaction._stream_fn(),
+                    max_tokens=inp.settings.summary_max_tokens(inp.model),
+                    api_key=await _resolve_key(self.compaction.get_api_key, inp.model.provider),
+                    session_id=inp.session_id,
+                )
+            except CompactionError as err:
+                raise ApplicationError(str(err), type=COMPACTION_FAILED) from err
+        ids = iter([inp.leaf_entry_id, inp.summary_entry_id])
+        entries = branch_entries(
+            inp.leaf_id, inp.target_entry_id, summary, summary_usage=usage, new_id=lambda: next(ids)
+        )
+
+        def record(storage: JsonlSessionStorage) -> BranchResult:
+            stored = storage.append_entries(entries)
+            summary_entry = (
+                stored[1] if len(stored) > 1 and isinstance(stored[1], BranchSummaryEntry) else None
+            )
+            leaf_id = summary_entry.id if summary_entry is not None else inp.target_entry_id
+            context = storage.build_context(leaf_id) if leaf_id is not None else None
+            return BranchResult(
+                leaf_id=leaf_id,
+                summary=summary_entry.summary if summary_entry is not None else None,
+                summary_entry=summary_entry,
+                messages=context.messages if context is not None else [],
+                message_entry_ids=list(context.message_entry_ids) if context is not None else [],
+            )
+
+        return await self.store.write(inp.session_id, None, record)

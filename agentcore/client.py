@@ -46,17 +46,21 @@ from .protocol import (
     WORKFLOW_NAME,
     AbortRequest,
     Accepted,
+    BranchRequest,
+    BranchResult,
     CommandRequest,
     CompactRequest,
     ConversationConfig,
     ConversationInput,
     ConversationLimits,
     DurableState,
+    LabelRequest,
     MessagesPage,
     MessagesQuery,
     PromptRequest,
     QueuedMessage,
     QueuesState,
+    SessionNameRequest,
     SetModelRequest,
     SetSystemPromptRequest,
     SetThinkingLevelRequest,
@@ -64,6 +68,7 @@ from .protocol import (
 )
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
 from .session import JsonlSessionStorage, SessionStats
+from .session.branching import fork_session
 from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
 from .tools import AgentTool, ToolSpec
@@ -251,6 +256,25 @@ class AgentClient:
             )
         return summaries
 
+    async def fork(self, session_id: str, from_entry_id: str, new_session_id: str) -> DurableAgent:
+        """A new conversation whose context is ``session_id``'s path up to ``from_entry_id``.
+
+        A new workflow and a new session file (its header names the parent session); the original goes
+        on untouched. Needs ``sessions_dir`` (the directory the workers write sessions to)."""
+        if self.sessions_dir is None:
+            raise ValidationError("fork needs AgentClient(sessions_dir=...), the workers' sessions directory")
+        source = await self.attach(session_id)
+        await source.wait_for_idle()  # everything the workflow holds is in the file
+        target = self.sessions_dir / f"{new_session_id}.jsonl"
+        fork_session(
+            self.sessions_dir / f"{session_id}.jsonl",
+            from_entry_id,
+            target,
+            session_id=new_session_id,
+            root=self.sessions_dir,
+        ).close()
+        return await self.recover(target, session_id=new_session_id)
+
     async def recover(
         self, session_path: str | Path, *, session_id: str | None = None, options: AgentOptions | None = None
     ) -> DurableAgent:
@@ -321,12 +345,18 @@ class DurableAgent:
 
     # ------------------------------------------------------------------------------- plumbing
 
-    async def _update(self, name: str, request: BaseModel, request_id: str) -> Accepted:
+    async def _update(
+        self,
+        name: str,
+        request: BaseModel,
+        request_id: str,
+        result_type: type[T] = Accepted,  # type: ignore[assignment]
+    ) -> T:
         try:
-            accepted: Accepted = await self.handle.execute_update(
-                name, request, id=request_id or None, result_type=Accepted
+            result: T = await self.handle.execute_update(
+                name, request, id=request_id or None, result_type=result_type
             )
-            return accepted
+            return result
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             if isinstance(cause, ApplicationError):
@@ -400,21 +430,43 @@ class DurableAgent:
     async def compact(self, instructions: str | None = None, *, id: str | None = None) -> CompactionEndEvent:
         """Summarise the older part of the conversation now (refused while a run is active)."""
         request_id = id or _new_id()
-        try:
-            result: CompactionEndEvent = await self.handle.execute_update(
-                "compact",
-                CompactRequest(id=request_id, instructions=instructions),
-                id=request_id,
-                result_type=CompactionEndEvent,
-            )
-            return result
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError):
-                raise AgentError.from_code(cause.type, cause.message) from None
-            raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
-        except RPCError as err:
-            raise self._map_rpc(err) from None
+        request = CompactRequest(id=request_id, instructions=instructions)
+        return await self._update("compact", request, request_id, CompactionEndEvent)
+
+    async def branch(
+        self,
+        target_entry_id: str | None,
+        *,
+        summary: str | None = None,
+        summarize: bool = False,
+        instructions: str | None = None,
+    ) -> BranchResult:
+        """Go back to an earlier entry (``get_messages().entry_ids`` names them; None: the start).
+
+        The abandoned branch stays in the session file; ``summary`` (or ``summarize=True``, which asks
+        the model) records what was learned there so the conversation keeps it."""
+        request_id = _new_id()
+        request = BranchRequest(
+            id=request_id,
+            target_entry_id=target_entry_id,
+            summary=summary,
+            summarize=summarize,
+            instructions=instructions,
+        )
+        return await self._update("branch", request, request_id, BranchResult)
+
+    async def set_label(self, entry_id: str, label: str | None) -> Accepted:
+        """Name an entry (a bookmark); an empty or None label clears it."""
+        request_id = _new_id()
+        return await self._update(
+            "set_label", LabelRequest(id=request_id, target_entry_id=entry_id, label=label), request_id
+        )
+
+    async def set_session_name(self, name: str) -> Accepted:
+        request_id = _new_id()
+        return await self._update(
+            "set_session_name", SessionNameRequest(id=request_id, name=name), request_id
+        )
 
     async def steer(self, message: str | UserMessage, *, id: str | None = None) -> str:
         """Queue a steering message (taken after the current turn); returns its id."""
@@ -434,7 +486,7 @@ class DurableAgent:
     async def wait_for_idle(self, timeout: float | None = None) -> Accepted:
         """Wait until no run is active and every entry is in the session file."""
         request_id = _new_id()
-        waiting = self._update("wait_for_idle", CommandRequest(id=request_id), request_id)
+        waiting = self._update("wait_for_idle", CommandRequest(id=request_id), request_id, Accepted)
         return await asyncio.wait_for(waiting, timeout) if timeout else await waiting
 
     # ------------------------------------------------------------------------------- queries

@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .messages import AssistantMessage, Message, UserMessage, WireModel
-from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .compaction import CompactionSettings
 from .events import CompactionReason
-from .session.entries import CompactionEntry, SessionEntry
+from .messages import AssistantMessage, Message, UserMessage, WireModel
+from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
+from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
 from .tools import ToolSpec
 
@@ -298,3 +298,50 @@ class CompactResult(WireModel):
 class CompactRequest(WireModel):
     id: str = ""
     instructions: str | None = None
+
+
+class BranchRequest(WireModel):
+    """Move the conversation back to ``target_entry_id`` (None: to the very start)."""
+
+    id: str = ""
+    target_entry_id: str | None
+    # A summary of the branch being left, given by the caller; or ``summarize`` asks the model for one.
+    summary: str | None = None
+    summarize: bool = False
+    instructions: str | None = None
+
+
+class BranchInput(WireModel):
+    """``session.branch``: append the leaf move (and a branch summary) under the workflow's ids."""
+
+    session_id: str
+    model: Model
+    entries: list[SessionEntry] = Field(default_factory=list)
+    leaf_id: str | None = None
+    target_entry_id: str | None = None
+    summary: str | None = None
+    summarize: bool = False
+    instructions: str | None = None
+    leaf_entry_id: str
+    summary_entry_id: str
+    settings: CompactionSettings = Field(default_factory=CompactionSettings)
+    create: SessionCreate | None = None
+
+
+class BranchResult(WireModel):
+    leaf_id: str | None = None
+    summary: str | None = None
+    summary_entry: BranchSummaryEntry | None = None
+    messages: list[Message] = Field(default_factory=list)
+    message_entry_ids: list[str | None] = Field(default_factory=list)
+
+
+class LabelRequest(WireModel):
+    id: str = ""
+    target_entry_id: str
+    label: str | None = None
+
+
+class SessionNameRequest(WireModel):
+    id: str = ""
+    name: str

@@ -96,3 +96,52 @@ async def test_compact_is_refused_while_running(
         await agent.wait_for_idle(timeout=20)
         result = await agent.compact()
         assert result.summary is None  # two messages: nothing worth compacting
+
+
+async def test_fork_branch_labels_and_name(
+    temporal_client: Client, tmp_path: Path, server: LoopbackServer
+) -> None:
+    model = server.model(context_window=200_000, max_tokens=512)
+    async with running_worker(
+        temporal_client, tmp_path, stream_fn=None, tools=[lookup_tool()], get_api_key=lambda provider: API_KEY
+    ) as h:
+        agent = await h.agents.start(
+            "tree", AgentOptions(model=model, tools=["lookup"], system_prompt=SYSTEM_PROMPT)
+        )
+        for number in (1, 2, 3):
+            await agent.prompt(prompt_text(number))
+            await agent.wait_for_idle(timeout=30)
+        page = await agent.get_messages()
+        assert len(page.messages) == 12
+        middle = page.entry_ids[3]  # the first run's final assistant message
+        assert middle is not None
+
+        await agent.set_label(middle, "after item 1")
+        await agent.set_session_name("Item research")
+
+        # Fork from the middle: a new conversation with the first exchange only; the original goes on.
+        fork = await h.agents.fork("tree", middle, "tree-fork")
+        forked = await fork.get_state()
+        assert [m.model_dump() for m in forked.messages] == [m.model_dump() for m in page.messages[:4]]
+        with JsonlSessionStorage.open(h.session_path("tree-fork")) as storage:
+            assert storage.get_metadata().metadata["parent_session"]["id"] == "tree"
+        await fork.prompt(prompt_text(7))
+        await fork.wait_for_idle(timeout=30)
+        assert (await fork.get_state()).message_count == 8
+        assert (await agent.get_state()).message_count == 12
+
+        # Branch back to the middle with a model-written summary of the abandoned branch.
+        result = await agent.branch(middle, summarize=True)
+        assert result.summary is not None and 2 in facts_in(result.summary) and 3 in facts_in(result.summary)
+        state = await agent.get_state()
+        assert len(state.messages) == 5 and state.messages[-1].role == "user"  # the summary, as context
+        await agent.prompt(prompt_text(4))
+        await agent.wait_for_idle(timeout=30)
+        with JsonlSessionStorage.open(h.session_path("tree")) as storage:
+            context = storage.build_context()
+            assert storage.get_label(middle) == "after item 1"
+            assert storage.get_metadata().name == "Item research"
+            assert storage.get_session_stats().message_count == 16  # the abandoned branch is kept
+        assert [m.model_dump() for m in context.messages] == [
+            m.model_dump() for m in (await agent.get_state()).messages
+        ]

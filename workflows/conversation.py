@@ -42,6 +42,9 @@ with workflow.unsafe.imports_passed_through():
         AbortRequest,
         Accepted,
         AppendInput,
+        BranchInput,
+        BranchRequest,
+        BranchResult,
         CommandRequest,
         CompactInput,
         CompactRequest,
@@ -50,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         DescribeToolsInput,
         DescribeToolsResult,
         DurableState,
+        LabelRequest,
         MessagesPage,
         MessagesQuery,
         PendingRun,
@@ -57,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         QueuedMessage,
         QueuesState,
         SessionCreate,
+        SessionNameRequest,
         SetModelRequest,
         SetSystemPromptRequest,
         SetThinkingLevelRequest,
@@ -68,7 +73,9 @@ with workflow.unsafe.imports_passed_through():
         SYSTEM_PROMPT_CUSTOM_TYPE,
         ActiveToolsChangeEntry,
         CustomEntry,
+        LabelEntry,
         ModelChangeEntry,
+        SessionInfoEntry,
         ThinkingLevelChangeEntry,
     )
     from agentcore.session.stats import SessionStats
@@ -85,6 +92,7 @@ PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 COMPACT_ACTIVITY = "session.compact"  # don't rename: recorded in histories
+BRANCH_ACTIVITY = "session.branch"  # don't rename: recorded in histories
 
 
 def _refuse(code: str, message: str) -> ApplicationError:
@@ -363,6 +371,86 @@ class ConversationWorkflow:
     @compact_.validator
     def _validate_compact(self, request: CompactRequest) -> None:
         self._refuse_if_busy("compact")
+
+    # ------------------------------------------------------------------------------ branches, labels
+
+    @workflow.update(name="branch")
+    async def branch(self, request: BranchRequest) -> BranchResult:
+        """Move back to an earlier entry; the abandoned branch stays in the file, optionally summarised."""
+        self.compacting = True
+        entries = list(self.transcript.unwritten)
+        try:
+            result: BranchResult = await workflow.execute_activity(
+                BRANCH_ACTIVITY,
+                BranchInput(
+                    session_id=self.session_id,
+                    model=self.config.model,
+                    entries=entries,
+                    leaf_id=self.transcript.leaf_id,
+                    target_entry_id=request.target_entry_id,
+                    summary=request.summary,
+                    summarize=request.summarize,
+                    instructions=request.instructions,
+                    leaf_entry_id=self.runtime.new_id(),
+                    summary_entry_id=self.runtime.new_id(),
+                    settings=self.config.compaction,
+                    create=self.session_create(),
+                ),
+                result_type=BranchResult,
+                start_to_close_timeout=policies.COMPACTION.start_to_close,
+                retry_policy=policies.COMPACTION.retry,
+                summary=f"branch to {request.target_entry_id or 'start'}",
+            )
+        except ActivityError as err:
+            cause = err.cause
+            code = (
+                cause.type if isinstance(cause, ApplicationError) and cause.type else errors.VALIDATION_ERROR
+            )
+            raise _refuse(
+                code, f"branch failed: {cause.message if isinstance(cause, ApplicationError) else err}"
+            ) from None
+        finally:
+            self.compacting = False
+        self.transcript.mark_written(entries)
+        self.session_created = True
+        self.transcript.replace_messages(result.messages, result.message_entry_ids)
+        self.transcript.leaf_id = result.leaf_id
+        if result.summary_entry is not None:
+            self.stats = add_entry_usage_to_stats(self.stats, result.summary_entry)
+        self._set_details()
+        return result
+
+    @branch.validator
+    def _validate_branch(self, request: BranchRequest) -> None:
+        self._refuse_if_busy("branch")
+
+    @workflow.update(name="set_label")
+    async def set_label(self, request: LabelRequest) -> Accepted:
+        self.transcript.add(LabelEntry(target_id=request.target_entry_id, label=request.label or None))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_label.validator
+    def _validate_set_label(self, request: LabelRequest) -> None:
+        known = {entry_id for entry_id in self.transcript.entry_ids if entry_id} | {
+            entry.id for entry in self.transcript.unwritten
+        }
+        if self.transcript.leaf_id:
+            known.add(self.transcript.leaf_id)
+        if request.target_entry_id not in known:
+            raise _refuse(
+                errors.VALIDATION_ERROR,
+                f"target_entry_id: {request.target_entry_id!r} is not an entry of this conversation's context",
+            )
+
+    @workflow.update(name="set_session_name")
+    async def set_session_name(self, request: SessionNameRequest) -> Accepted:
+        self.transcript.add(SessionInfoEntry(name=request.name))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_session_name.validator
+    def _validate_set_session_name(self, request: SessionNameRequest) -> None:
+        if not request.name.strip():
+            raise _refuse(errors.VALIDATION_ERROR, "name: must be a non-empty string")
 
     # ------------------------------------------------------------------------------ continue-as-new
 
