@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from agentcore.errors import SessionError, SessionExistsError, SessionLockedError
 from agentcore.protocol import AppendInput, SessionCreate
 from agentcore.session import JsonlSessionStorage, SessionPaths
+from agentcore.session.ratelimit import StorageRateLimits
 from agentcore.session.storage import FSYNC_ALWAYS, FsyncPolicy
 
 T = TypeVar("T")
@@ -39,12 +40,15 @@ class SessionStore:
         self.fsync = fsync
         # One writer per session within this process (the OS lock covers other processes).
         self._locks: dict[str, asyncio.Lock] = {}
+        # SPEC-9.2 limits are per session, not per opened file object: keep one limiter pair each.
+        self._rate_limits: dict[str, StorageRateLimits] = {}
 
     def path_for(self, session_id: str) -> Path:
         return self.paths.path_for(session_id)
 
     def _open_writer(self, session_id: str, create: SessionCreate | None) -> JsonlSessionStorage:
         path = self.paths.path_for(session_id)
+        limits = self._rate_limits.setdefault(session_id, StorageRateLimits())
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
@@ -60,7 +64,9 @@ class SessionStore:
                         )
                     except SessionExistsError:
                         pass  # another attempt created it first: open it
-                return JsonlSessionStorage.open(path, writer=True, root=self.root, fsync=self.fsync)
+                return JsonlSessionStorage.open(
+                    path, writer=True, root=self.root, fsync=self.fsync, rate_limits=limits
+                )
             except SessionLockedError:
                 if time.monotonic() > deadline:
                     raise
