@@ -89,9 +89,13 @@ class ToolActivities:
 
 
 async def _heartbeat_ticker() -> None:
+    # Beat well inside the heartbeat timeout: a fixed 1 s period against a 1 s timeout (a small
+    # ``tool_heartbeat_seconds``) timed out healthy tools and re-ran them on every attempt.
+    timeout = activity.info().heartbeat_timeout
+    period = min(HEARTBEAT_SECONDS, timeout.total_seconds() / 3) if timeout else HEARTBEAT_SECONDS
     while True:
         activity.heartbeat()
-        await asyncio.sleep(HEARTBEAT_SECONDS)
+        await asyncio.sleep(period)
 
 
 class _UpdatePublisher:
