@@ -61,6 +61,7 @@ class SessionStore:
                             session_id=session_id,
                             root=self.root,
                             fsync=self.fsync,
+                            rate_limits=limits,
                         )
                     except SessionExistsError:
                         pass  # another attempt created it first: open it
