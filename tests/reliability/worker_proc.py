@@ -1,0 +1,194 @@
+"""A real worker process for the reliability suite: the tests start it, kill it by pid, start another.
+
+    python -m tests.reliability.worker_proc --address 127.0.0.1:7233 --task-queue q \\
+        --sessions DIR --log FILE --ready FILE [--model scripted|provider] [--delay S] [--chunks N]
+
+Every tool and every model call appends a line to ``--log`` (``<event> <key> <pid> <attempt>``), so a
+test counts real executions across processes. ``--ready`` is written once the worker polls.
+
+The scripted model answers from the last message (a function of the context, so a retried call gets
+the same shape of answer), streaming ``--chunks`` deltas ``--delay`` seconds apart so a test can kill
+it mid-stream. A user message whose text is a JSON directive asks for tool calls::
+
+    {"calls": [["safe_op", {"key": "k1", "work": 3}]]}
+
+Any other user text gets a text reply, and a tool result gets ``done`` plus the results. Replies name
+the worker's pid: like a real model, two attempts never answer byte-for-byte alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from agentcore import AgentTool, AgentToolResult
+from agentcore.events import StreamEvent
+from agentcore.messages import ToolResultMessage, UserMessage
+from agentcore.model import Model
+from agentcore.runtime import LlmContext, StreamOptions
+from agentcore.session import storage as session_storage
+from agentcore.temporal import connect
+from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
+from agentcore.tool_context import current_tool_context
+from worker import create_worker
+
+PID = os.getpid()
+
+
+def log_line(log: Path, *fields: object) -> None:
+    # One small O_APPEND write per line: lines from several processes never interleave.
+    with open(log, "a") as handle:
+        handle.write(" ".join(str(field) for field in fields) + "\n")
+
+
+class OpArgs(BaseModel):
+    key: str
+    work: float = 0.0  # seconds before the effect
+    linger: float = 0.0  # seconds between the effect and returning the result
+
+
+def op_tool(name: str, log: Path, *, retry_safe: bool) -> AgentTool:
+    """``start`` -> sleep ``work`` -> ``effect`` (the real side effect) -> sleep ``linger`` -> return."""
+
+    async def execute(tool_call_id: str, args: OpArgs, signal: Any, on_update: Any) -> AgentToolResult:
+        context = current_tool_context()
+        attempt = context.attempt if context else 0
+        log_line(log, f"{name}-start", args.key, PID, attempt)
+        await asyncio.sleep(args.work)
+        log_line(log, f"{name}-effect", args.key, PID, attempt)
+        await asyncio.sleep(args.linger)
+        return AgentToolResult.text(f"{name} {args.key} done")
+
+    return AgentTool(
+        name=name,
+        description=f"A {'retry-safe' if retry_safe else 'not retry-safe'} operation with a logged effect.",
+        parameters=OpArgs,
+        execute=execute,
+        retry_safe=retry_safe,
+    )
+
+
+class AddArgs(BaseModel):
+    a: float
+    b: float
+
+
+def add_tool() -> AgentTool:
+    def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult.text(str(args.a + args.b))
+
+    return AgentTool(name="add", description="Add two numbers.", parameters=AddArgs, execute=execute)
+
+
+def respond(reply_words: int) -> Any:
+    def reply(context: LlmContext) -> Reply:
+        last = context.messages[-1] if context.messages else None
+        if isinstance(last, UserMessage):
+            directive = _directive(last.text)
+            if directive is not None and directive.get("calls"):
+                return tool_calls([(name, args) for name, args in directive["calls"]])
+            words = " ".join(f"w{i}" for i in range(reply_words))
+            return text(f"reply to {last.text[:40]!r} from worker {PID}: {words}")
+        if isinstance(last, ToolResultMessage):
+            results = [m.text for m in context.messages if isinstance(m, ToolResultMessage)][-8:]
+            return text(f"done by worker {PID}: {'; '.join(results)}")
+        return text(f"continued by worker {PID}")
+
+    return reply
+
+
+def _directive(value: str) -> dict[str, Any] | None:
+    if not value.startswith("{"):
+        return None
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def logged_stream(model: ScriptedModel, log: Path) -> Any:
+    def stream(model_: Model, context: LlmContext, options: StreamOptions) -> AsyncIterator[StreamEvent]:
+        log_line(log, "stream-start", len(context.messages), PID, 0)
+        return model(model_, context, options)
+
+    return stream
+
+
+def tear_appends_after(count: int) -> None:
+    """Die (SIGKILL, from inside) halfway through the ``count``-th session-file append of this process.
+
+    The only way to stop a process *inside* one ``write`` call at a chosen byte: write half the
+    payload, then kill ourselves, exactly as a crash mid-append would leave the file.
+    """
+    original = session_storage._write_all
+    seen = {"writes": 0}
+
+    def write_all(fd: int, data: bytes) -> None:
+        seen["writes"] += 1
+        if seen["writes"] >= count and len(data) > 2:
+            os.write(fd, data[: len(data) // 2])
+            os.kill(PID, signal.SIGKILL)
+        original(fd, data)
+
+    session_storage._write_all = write_all  # type: ignore[assignment]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--sessions", required=True)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--ready", required=True)
+    parser.add_argument("--model", choices=["scripted", "provider"], default="scripted")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each scripted delta")
+    parser.add_argument("--chunks", type=int, default=1, help="deltas per scripted block")
+    parser.add_argument("--reply-words", type=int, default=3)
+    parser.add_argument("--tear-append", type=int, default=0, help="die mid-way through this append")
+    args = parser.parse_args()
+
+    log = Path(args.log)
+    if args.tear_append:
+        tear_appends_after(args.tear_append)
+    client = await connect(args.address)
+    tools = [
+        op_tool("safe_op", log, retry_safe=True),
+        op_tool("unsafe_op", log, retry_safe=False),
+        add_tool(),
+    ]
+    stream_fn = None
+    if args.model == "scripted":
+        scripted = ScriptedModel(respond(args.reply_words), chunks=args.chunks, delay=args.delay)
+        stream_fn = logged_stream(scripted, log)
+    worker = create_worker(
+        client,
+        task_queue=args.task_queue,
+        tools=tools,
+        sessions_dir=args.sessions,
+        stream_fn=stream_fn,
+        get_api_key=(lambda provider: "sk-loopback") if args.model == "provider" else None,
+        # A killed worker's sticky queue would hold the conversation's next workflow task for the
+        # default 10 s; the suite kills workers on purpose and wants the task moved on quickly.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
+        graceful_shutdown_timeout=timedelta(seconds=1),
+    )
+    async with worker:
+        Path(args.ready).write_text(str(PID))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
