@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,13 @@ def _child_output(log_file: Path | None) -> Iterator[None]:
             os.close(fd)
 
 
+# The dev server's SQLite file otherwise uses a rollback journal with a full fsync per commit, and a
+# workflow task commits several times. WAL with synchronous=NORMAL syncs at checkpoints instead: a
+# crashed server process loses nothing; only an OS crash or power cut can lose the newest commits.
+# Measured (bench/RESULTS.md): a tool turn's p50 208 -> 110 ms, server CPU 100 -> 71 ms per turn.
+SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+
+
 class DevServer:
     """``async with DevServer(data_dir) as server: server.client``: SQLite under ``data_dir``, UI on."""
 
@@ -61,12 +68,15 @@ class DevServer:
         persistent: bool = True,
         codec_endpoint: str | None = None,
         log_file: str | Path | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port
         self.ui = ui
         self.ui_port = ui_port
         self.persistent = persistent
+        # More ``temporal server start-dev`` flags (``--sqlite-pragma``, ``--dynamic-config-value``).
+        self.extra_args = list(extra_args)
         # The UI's remote codec (``agentcore codec-server``), so it can show encrypted payloads.
         self.codec_endpoint = codec_endpoint
         # Where the server's banner and logs go (default: this process's stdout/stderr).
@@ -85,8 +95,10 @@ class DevServer:
     async def start(self) -> DevServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {}
+        pragmas: list[str] = []
         if self.persistent:
             extra["dev_server_database_filename"] = str(self.data_dir / "temporal.db")
+            pragmas = [arg for pragma in SQLITE_PRAGMAS for arg in ("--sqlite-pragma", pragma)]
         if self.port is not None:
             extra["port"] = self.port
         if self.ui_port is not None:
@@ -106,6 +118,8 @@ class DevServer:
                     "--dynamic-config-value",
                     "frontend.enableUpdateWorkflowExecution=true",
                     *codec_args,
+                    *pragmas,
+                    *self.extra_args,
                 ],
                 **extra,
             )
