@@ -59,9 +59,11 @@ class Deployment:
 
 
 @asynccontextmanager
-async def demo_deployment(client: Client, tmp_path: Path, pacing: float = 0.0) -> AsyncIterator[Deployment]:
+async def demo_deployment(
+    client: Client, tmp_path: Path, pacing: float = 0.0, data_dir: Path | None = None
+) -> AsyncIterator[Deployment]:
     task_queue = f"cli-{uuid.uuid4().hex[:10]}"
-    data_dir = tmp_path / "data"
+    data_dir = data_dir or tmp_path / "data"
     sessions_dir = data_dir / "sessions"
     async with LoopbackServer(sommelier_responder(pacing=pacing)) as loopback:
         worker = create_worker(

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -193,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _coded(err: AgentError) -> str:
+    text = str(err)
+    return text if text.startswith(f"{err.code}:") else f"{err.code}: {text}"
+
+
 def _fail(message: str, code: int) -> int:
     print(f"agentcore: {message}", file=sys.stderr)
     return code
@@ -207,9 +213,9 @@ async def run(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         return _fail(str(err), err.exit_code)
     except AgentNotFoundError as err:
-        return _fail(f"{err.code}: {err}", 3)
+        return _fail(_coded(err), 3)
     except AgentError as err:
-        return _fail(f"{err.code}: {err}", 1)
+        return _fail(_coded(err), 1)
     except RPCError as err:
         if err.status == RPCStatusCode.UNAVAILABLE:
             return _fail(f"cannot reach Temporal at {args.address}", 2)
@@ -218,16 +224,28 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return _fail(str(err), 2)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Wine names have accents; a terminal (or pipe) in an ASCII locale must not crash on them.
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="replace")
+    # SIGTERM (docker stop, kill) unwinds like Ctrl-C, so `dev` stops the server it started.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return asyncio.run(run(argv))
+        code = asyncio.run(run(argv))
     except KeyboardInterrupt:
-        return 130
+        code = 130
+    # Exit without interpreter finalization: the Temporal SDK's core threads can still be winding
+    # down, and finalizing under them aborts the process ("PyGILState_Release ... finalizing") after
+    # the command has succeeded. Everything the commands write is flushed or closed by now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 __all__ = ["build_parser", "connect_or_fail", "main", "run"]
