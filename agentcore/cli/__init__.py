@@ -43,6 +43,7 @@ from .commands import (
     cmd_steer,
 )
 from .dev import DEFAULT_DEMO_PORT, run_dev, run_worker
+from .tree import add_tree_commands
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -186,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     export = command("export", cmd_export, "a JSONL session as Markdown")
     export.add_argument("target", metavar="SESSION_OR_PATH")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    add_tree_commands(command)
 
     codec = command("codec-server", cmd_codec_server, "decrypt payloads for the Temporal Web UI")
     codec.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,102 @@
+"""The CLI's commands on a conversation's tree: messages with entry ids, compact, branch, fork, labels."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+
+from .commands import agents_for, attached
+
+
+async def cmd_messages(args: argparse.Namespace) -> int:
+    """One line per message in the current context, with the entry id branch/fork/label take."""
+    agent = await attached(args)
+    page = await agent.get_messages(args.start)
+    for index, (entry_id, message) in enumerate(zip(page.entry_ids, page.messages, strict=True), page.start):
+        text = getattr(message, "text", "") or ""
+        if message.role == "assistant":
+            calls = ", ".join(call.name for call in message.tool_calls)
+            text = text or (f"[calls {calls}]" if calls else f"[{message.stop_reason}]")
+        elif message.role == "toolResult":
+            text = f"{message.tool_name}: {text}"
+        line = " ".join(text.split())
+        print(f"{index:>4}  {entry_id or '-':<32}  {message.role:<10}  {line[:90]}")
+    return 0
+
+
+async def cmd_compact(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    print(f"compacting {agent.session_id}...", file=sys.stderr)
+    end = await agent.compact(args.instructions)
+    if end.error_message:
+        print(f"compaction failed: {end.error_message}", file=sys.stderr)
+        return 1
+    if end.summary is None:
+        print("nothing to compact", file=sys.stderr)
+        return 0
+    print(f"compacted: {end.tokens_before} -> {end.tokens_after} tokens (entry {end.entry_id})")
+    return 0
+
+
+async def cmd_branch(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    target = None if args.entry_id in ("start", "root") else args.entry_id
+    result = await agent.branch(target, summary=args.summary, summarize=args.summarize)
+    print(f"leaf now {result.leaf_id or 'the start'}; {len(result.messages)} message(s) in context")
+    if result.summary:
+        print(result.summary)
+    return 0
+
+
+async def cmd_fork(args: argparse.Namespace) -> int:
+    agents = await agents_for(args)
+    fork = await agents.fork(args.session, args.entry_id, args.new_session)
+    state = await fork.get_state()
+    print(f"forked {args.session} at {args.entry_id} into {fork.session_id} ({state.message_count} messages)")
+    return 0
+
+
+async def cmd_label(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    await agent.set_label(args.entry_id, args.label)
+    print(f"label of {args.entry_id}: {args.label or '(cleared)'}", file=sys.stderr)
+    return 0
+
+
+async def cmd_name(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    await agent.set_session_name(args.name)
+    return 0
+
+
+Handler = Callable[[argparse.Namespace], Awaitable[int]]
+
+
+def add_tree_commands(make: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
+    """Register the commands with ``build_parser``'s ``command(name, handler, help)`` helper."""
+    messages = make(
+        "messages", cmd_messages, "a conversation's messages, with the entry ids to branch/fork/label at"
+    )
+    messages.add_argument("session")
+    messages.add_argument("--start", type=int, default=0)
+    compact = make("compact", cmd_compact, "summarise the older part of a conversation now")
+    compact.add_argument("session")
+    compact.add_argument("--instructions", help="what the summary must keep")
+    branch = make("branch", cmd_branch, "go back to an earlier entry ('start' for the beginning)")
+    branch.add_argument("session")
+    branch.add_argument("entry_id")
+    how = branch.add_mutually_exclusive_group()
+    how.add_argument("--summary", help="what the abandoned branch learned, kept as context")
+    how.add_argument("--summarize", action="store_true", help="let the model summarise the abandoned branch")
+    fork = make("fork", cmd_fork, "a new conversation from a conversation's path up to an entry")
+    fork.add_argument("session")
+    fork.add_argument("entry_id")
+    fork.add_argument("new_session")
+    label = make("label", cmd_label, "name an entry (omit LABEL to clear it)")
+    label.add_argument("session")
+    label.add_argument("entry_id")
+    label.add_argument("label", nargs="?")
+    name = make("name", cmd_name, "name a conversation")
+    name.add_argument("session")
+    name.add_argument("name")
