@@ -385,7 +385,8 @@ class JsonlSessionStorage:
         if not isinstance(raw, dict):
             raise SessionCorruptError("an entry must be a JSON object", line_number=line_number)
         kind = raw.get("type")
-        if kind not in ENTRY_TYPES:
+        # isinstance first: a list or object here is unhashable, and ``in`` would raise TypeError.
+        if not isinstance(kind, str) or kind not in ENTRY_TYPES:
             raise UnknownEntryTypeError(f"unknown entry type {kind!r}", line_number=line_number)
         entry_id = raw.get("id")
         if not isinstance(entry_id, str) or not entry_id:
@@ -393,12 +394,16 @@ class JsonlSessionStorage:
         if entry_id in self._types:
             raise SessionCorruptError(f"duplicate entry id {entry_id!r}", line_number=line_number)
         parent_id = raw.get("parent_id")
-        if parent_id is not None and parent_id not in self._types:
+        if parent_id is not None and (not isinstance(parent_id, str) or parent_id not in self._types):
             raise InvalidParentError(
                 f"entry {entry_id!r} has unknown parent {parent_id!r}", line_number=line_number
             )
         target_id = raw.get("target_id")
-        if kind in ("leaf", "label") and target_id is not None and target_id not in self._types:
+        if (
+            kind in ("leaf", "label")
+            and target_id is not None
+            and (not isinstance(target_id, str) or target_id not in self._types)
+        ):
             raise InvalidParentError(
                 f"{kind} entry {entry_id!r} targets unknown entry {target_id!r}", line_number=line_number
             )
