@@ -67,7 +67,7 @@ from .protocol import (
     SetToolsRequest,
 )
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
-from .session import JsonlSessionStorage, SessionStats
+from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
 from .session.branching import fork_session
 from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
@@ -90,11 +90,11 @@ def _new_id() -> str:
 def user_messages(value: PromptInput, images: Sequence[ImageContent] | None = None) -> list[UserMessage]:
     """Turn a prompt argument into validated user messages (text plus images, a message, a list)."""
     try:
+        messages: list[UserMessage] = []
         if isinstance(value, str):
             content: list[TextContent | ImageContent] = [TextContent(text=value), *(images or [])]
-            return [UserMessage(content=content, timestamp=_now_ms())]
-        items = [value] if isinstance(value, BaseModel) else list(value)
-        messages = []
+            messages.append(UserMessage(content=content, timestamp=_now_ms()))
+        items = [] if isinstance(value, str) else [value] if isinstance(value, BaseModel) else list(value)
         for item in items:
             if not isinstance(item, UserMessage):
                 role = getattr(item, "role", type(item).__name__)
@@ -102,7 +102,10 @@ def user_messages(value: PromptInput, images: Sequence[ImageContent] | None = No
 
                 raise InvalidMessageRoleError(f"a prompt takes user messages, not {role!r}")
             messages.append(item)
-        return messages
+        # Validate again from plain data: a message or image built with ``model_construct`` (or
+        # mutated after construction) skips pydantic's checks, and the workflow would refuse it with
+        # an untyped decoding error instead.
+        return [UserMessage.model_validate(message.model_dump()) for message in messages]
     except AgentError:
         raise
     except Exception as exc:
@@ -167,7 +170,7 @@ class AgentClient:
     ) -> DurableAgent:
         """Start a new conversation (a workflow with id ``session_id``) from ``AgentOptions``."""
         options = options or AgentOptions(**fields)
-        session_id = session_id or _new_id()
+        session_id = check_session_id(session_id or _new_id())  # it names the session file too
         config = ConversationConfig(
             system_prompt=options.system_prompt,
             model=options.model,
@@ -290,17 +293,19 @@ class AgentClient:
             context = storage.build_context()
             stats = storage.get_session_stats()
             leaf_id = storage.get_leaf_id()
-        session_id = session_id or header.id
-        if self.sessions_dir is not None:
-            target = self.sessions_dir / f"{session_id}.jsonl"
-            if target.resolve() != path.resolve():
-                if target.exists():
-                    raise AgentError(f"{target} already exists; pass another session_id", code="AGENT_EXISTS")
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
+        # Everything is checked before the file is copied: a refused recovery writes nothing, and a
+        # header id such as "../../x" can never place the copy outside the sessions directory.
+        session_id = check_session_id(session_id or header.id)
         model = context.model or (options.model if options else None)
         if model is None:
             raise ValidationError("the session file records no model; pass options with one")
+        if self.sessions_dir is not None:
+            self.sessions_dir.mkdir(parents=True, exist_ok=True)
+            target = SessionPaths(self.sessions_dir).path_for(session_id)
+            if target.resolve() != path.resolve():
+                if target.exists():
+                    raise AgentError(f"{target} already exists; pass another session_id", code="AGENT_EXISTS")
+                shutil.copyfile(path, target)
         limits = self.limits
         messages = newest_within(
             context.messages, limits.carried_message_bytes, lambda m: len(m.model_dump_json())
@@ -333,6 +338,20 @@ class AgentClient:
         return await self._start(inp)
 
 
+# Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
+# an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
+MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
+
+
+def _check_payload_size(name: str, request: BaseModel) -> None:
+    size = len(request.model_dump_json())
+    if size > MAX_PAYLOAD_BYTES:
+        raise ValidationError(
+            f"{name}: the request is {size / 1_000_000:.1f} MB; Temporal refuses payloads over "
+            f"{MAX_PAYLOAD_BYTES / 1_048_576:.0f} MB. Pass large content by reference (a file a tool reads)."
+        )
+
+
 class DurableAgent:
     """A durable conversation, with the in-process ``Agent``'s methods."""
 
@@ -352,6 +371,7 @@ class DurableAgent:
         request_id: str,
         result_type: type[T] = Accepted,  # type: ignore[assignment]
     ) -> T:
+        _check_payload_size(name, request)
         try:
             result: T = await self.handle.execute_update(
                 name, request, id=request_id or None, result_type=result_type
@@ -366,6 +386,7 @@ class DurableAgent:
             raise self._map_rpc(err) from None
 
     async def _signal(self, name: str, payload: BaseModel) -> None:
+        _check_payload_size(name, payload)
         try:
             await self.handle.signal(name, payload)
         except RPCError as err:
