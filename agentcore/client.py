@@ -37,6 +37,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from .compaction import CompactionSettings
 from .errors import AgentError, AgentNotFoundError, ValidationError
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import ImageContent, Message, TextContent, UserMessage, describe_validation_error
@@ -166,9 +167,13 @@ class AgentClient:
         *,
         metadata: dict[str, Any] | None = None,
         limits: ConversationLimits | None = None,
+        compaction: CompactionSettings | None = None,
         **fields: Any,
     ) -> DurableAgent:
-        """Start a new conversation (a workflow with id ``session_id``) from ``AgentOptions``."""
+        """Start a new conversation (a workflow with id ``session_id``) from ``AgentOptions``.
+
+        ``limits`` (SPEC-9.1 limits, timeouts) and ``compaction`` (when and how much to compact)
+        default to the client's and to ``CompactionSettings()``."""
         options = options or AgentOptions(**fields)
         session_id = check_session_id(session_id or _new_id())  # it names the session file too
         config = ConversationConfig(
@@ -181,6 +186,7 @@ class AgentClient:
             tool_execution=options.tool_execution,
             max_tokens=options.max_tokens,
             temperature=options.temperature,
+            compaction=compaction or CompactionSettings(),
         )
         inp = ConversationInput(
             session_id=session_id,
