@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -70,6 +71,41 @@ async def record_all(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
+    """Compaction, branch (model-written summary), label, name, settings updates."""
+    from agentcore.compaction import BRANCH_SUMMARY_SYSTEM_PROMPT, COMPACTION_SYSTEM_PROMPT
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        if context.system_prompt in (COMPACTION_SYSTEM_PROMPT, BRANCH_SUMMARY_SYSTEM_PROMPT):
+            return text("## Goal\nRecorded summary.")
+        last = context.messages[-1]
+        if last.role == "user" and "add" in last.text:
+            return tool_calls([("add", {"a": 2, "b": 3})])
+        return text(f"reply to {last.role} " + "words " * 30)
+
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("tree", AgentOptions(model=scripted_model(), tools=["add"]))
+        for i in range(6):
+            await agent.prompt(f"please add {i}")
+            await agent.wait_for_idle(timeout=30)
+        page = await agent.get_messages()
+        await agent.set_label(page.entry_ids[3], "first answer")  # type: ignore[arg-type]
+        await agent.set_session_name("Recorded tree")
+        await agent.compact("keep the sums")
+        await agent.prompt("no tools now")
+        await agent.wait_for_idle(timeout=30)
+        page = await agent.get_messages()
+        await agent.branch(page.entry_ids[1], summarize=True)
+        await agent.set_model(scripted_model("other"))
+        await agent.set_system_prompt("Be terse.")
+        await agent.prompt("after the branch")
+        await agent.wait_for_idle(timeout=30)
+        history = await agent.handle.fetch_history()
+        histories["tree-run1"] = history.to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -77,8 +113,14 @@ async def main() -> None:
         search_attributes=list(search_attribute_keys().values()),
     )
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            histories = await record_all(env.client, Path(tmp))
+        only = sys.argv[1:]
+        recorders = {"tools-and-steering": record_all, "tree": record_tree}
+        histories: dict[str, str] = {}
+        for name, recorder in recorders.items():
+            if only and name not in only:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                histories.update(await recorder(env.client, Path(tmp)))
     finally:
         await env.shutdown()
     for name, data in histories.items():
