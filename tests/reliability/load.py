@@ -1,0 +1,175 @@
+"""Load under worker crashes: N conversations making tool calls for a while, on the embedded dev
+server, while one of two worker processes is SIGKILLed and restarted every K seconds.
+
+    python -m tests.reliability.load                      # 100 conversations, 5 minutes, kill every 30 s
+    python -m tests.reliability.load --conversations 30 --duration 60 --kill-every 20
+
+At the end every conversation must hold exactly the messages of the prompts it sent (user, tool
+call, tool result, answer, each once, in order) and its session file must equal the workflow's
+state. Prints throughput (turns per second) and the prompt-to-idle latency percentiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+from temporalio.client import Client
+
+from agentcore import AgentOptions
+from agentcore.client import AgentClient, DurableAgent
+from agentcore.messages import AssistantMessage, ToolResultMessage, UserMessage
+from agentcore.protocol import ConversationLimits
+from agentcore.temporal import DevServer
+from agentcore.testing.scripted import scripted_model
+
+from .conftest import WorkerProc, assert_file_matches_state, spawn_worker
+
+LOAD_LIMITS = ConversationLimits(
+    llm_heartbeat_seconds=2, tool_heartbeat_seconds=2, max_messages=100_000, max_messages_per_minute=1000
+)
+
+
+@dataclass
+class LoadReport:
+    conversations: int
+    duration: float
+    turns: int = 0
+    kills: int = 0
+    latencies: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def throughput(self) -> float:
+        return self.turns / self.duration
+
+    def percentile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"{self.conversations} conversations, {self.duration:.0f} s, {self.kills} worker kills: "
+            f"{self.turns} tool turns, {self.throughput:.2f} turns/s, latency p50 "
+            f"{self.percentile(0.5):.2f} s, p99 {self.percentile(0.99):.2f} s, max "
+            f"{max(self.latencies, default=0):.2f} s, mean {statistics.fmean(self.latencies or [0]):.2f} s; "
+            f"{len(self.problems)} problems"
+        )
+
+
+async def run_load(
+    client: Client, address: str, workdir: Path, *, conversations: int, duration: float, kill_every: float
+) -> LoadReport:
+    task_queue = f"load-{uuid.uuid4().hex[:8]}"
+    sessions = workdir / "sessions"
+    sessions.mkdir(parents=True, exist_ok=True)
+    log = workdir / "executions.log"
+    log.touch()
+    agents = AgentClient(client, task_queue=task_queue, sessions_dir=sessions, limits=LOAD_LIMITS)
+    workers: list[WorkerProc] = [
+        await spawn_worker(address, task_queue, sessions, log, workdir).ready() for _ in range(2)
+    ]
+    report = LoadReport(conversations, duration)
+    deadline = time.monotonic() + duration
+    sent: dict[str, int] = {}
+
+    async def converse(index: int) -> None:
+        agent = await agents.start(
+            f"load-{index}-{uuid.uuid4().hex[:6]}", AgentOptions(model=scripted_model(), tools=["add"])
+        )
+        sent[agent.session_id] = 0
+        turn = 0
+        while time.monotonic() < deadline:
+            turn += 1
+            prompt = orjson.dumps({"calls": [["add", {"a": index, "b": turn}]], "turn": turn}).decode()
+            started = time.monotonic()
+            await agent.prompt(prompt, id=f"{agent.session_id}-{turn}")
+            sent[agent.session_id] = turn
+            await agent.wait_for_idle(timeout=120)
+            report.latencies.append(time.monotonic() - started)
+            report.turns += 1
+        await check(agent, sent[agent.session_id], index)
+
+    async def check(agent: DurableAgent, turns: int, index: int) -> None:
+        await agent.wait_for_idle(timeout=120)
+        state = await agent.get_state()
+        try:
+            assert_file_matches_state(sessions / f"{agent.session_id}.jsonl", state)
+        except AssertionError as err:
+            report.problems.append(f"{agent.session_id}: file != state: {err}")
+        messages = state.messages
+        if state.first_message_index or len(messages) != 4 * turns:
+            report.problems.append(f"{agent.session_id}: {len(messages)} messages for {turns} prompts")
+            return
+        for turn in range(1, turns + 1):
+            user, call, result, answer = messages[4 * (turn - 1) : 4 * turn]
+            ok = (
+                isinstance(user, UserMessage)
+                and orjson.loads(user.text)["turn"] == turn
+                and isinstance(call, AssistantMessage)
+                and call.stop_reason == "toolUse"
+                and isinstance(result, ToolResultMessage)
+                and result.text == str(float(index + turn))
+                and isinstance(answer, AssistantMessage)
+                and answer.stop_reason == "stop"
+            )
+            if not ok:
+                report.problems.append(f"{agent.session_id}: turn {turn} is not user/call/result/answer")
+                return
+
+    async def chaos() -> None:
+        victim = 0
+        while time.monotonic() + kill_every < deadline:
+            await asyncio.sleep(kill_every * random.uniform(0.8, 1.2))
+            workers[victim].kill()
+            report.kills += 1
+            workers[victim] = await spawn_worker(address, task_queue, sessions, log, workdir).ready()
+            victim = 1 - victim
+
+    chaos_task = asyncio.create_task(chaos())
+    started = time.monotonic()
+    try:
+        await asyncio.gather(*(converse(i) for i in range(conversations)))
+    finally:
+        chaos_task.cancel()
+        for worker in workers:
+            worker.terminate()
+    report.duration = time.monotonic() - started
+    return report
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--duration", type=float, default=300)
+    parser.add_argument("--kill-every", type=float, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        async with DevServer(workdir / "temporal", ui=False) as server:
+            report = await run_load(
+                server.client,
+                server.address,
+                workdir,
+                conversations=args.conversations,
+                duration=args.duration,
+                kill_every=args.kill_every,
+            )
+    print(report.summary())
+    for problem in report.problems[:20]:
+        print("  ", problem)
+    raise SystemExit(1 if report.problems else 0)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
