@@ -226,9 +226,11 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
         assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
         await replayer().replay_workflow(history)
         if os.environ.get("AGENTCORE_RECORD_HISTORIES"):
-            # Keep this scenario's history for tests/test_replay.py (fault 12).
-            name = os.environ["AGENTCORE_RECORD_HISTORIES"]
-            (HISTORIES / f"{name}-{history.run_id[:8]}.json").write_text(history.to_json())
+            # Keep this fault scenario's history for tests/test_replay.py (fault 12):
+            # AGENTCORE_RECORD_HISTORIES=1 pytest tests/reliability --run-reliability -k <scenario>
+            test = os.environ.get("PYTEST_CURRENT_TEST", "scenario").split("::")[-1].split(" ")[0]
+            name = test.removeprefix("test_").replace("_", "-")[:40]
+            (HISTORIES / f"fault-{name}-{history.run_id[-8:]}.json").write_text(history.to_json())
 
 
 def replayer() -> Replayer:
