@@ -344,6 +344,9 @@ class AgentClient:
         return await self._start(inp)
 
 
+# How long an update keeps being resent while the server refuses it for a failed workflow task.
+UPDATE_REFUSED_RETRY_SECONDS = 60.0
+
 # Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
 # an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
@@ -378,18 +381,27 @@ class DurableAgent:
         result_type: type[T] = Accepted,  # type: ignore[assignment]
     ) -> T:
         _check_payload_size(name, request)
-        try:
-            result: T = await self.handle.execute_update(
-                name, request, id=request_id or None, result_type=result_type
-            )
-            return result
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError):
-                raise AgentError.from_code(cause.type, cause.message) from None
-            raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
-        except RPCError as err:
-            raise self._map_rpc(err) from None
+        deadline = time.monotonic() + UPDATE_REFUSED_RETRY_SECONDS
+        delay = 0.2
+        while True:
+            try:
+                result: T = await self.handle.execute_update(
+                    name, request, id=request_id or None, result_type=result_type
+                )
+                return result
+            except WorkflowUpdateFailedError as err:
+                cause = err.cause
+                if isinstance(cause, ApplicationError):
+                    raise AgentError.from_code(cause.type, cause.message) from None
+                raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+            except RPCError as err:
+                # The server refuses updates while the workflow's last task failed or timed out (a
+                # worker was killed holding it, or is overloaded) until a retried task succeeds.
+                # The request id makes sending it again safe, so wait that out (bounded).
+                if "Workflow Task in failed state" not in err.message or time.monotonic() > deadline:
+                    raise self._map_rpc(err) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     async def _signal(self, name: str, payload: BaseModel) -> None:
         _check_payload_size(name, payload)
