@@ -45,7 +45,8 @@ class LoadReport:
     turns: int = 0
     kills: int = 0
     latencies: list[float] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # lost, duplicated or reordered messages
+    client_errors: list[str] = field(default_factory=list)  # calls that raised (timeouts, refusals)
 
     @property
     def throughput(self) -> float:
@@ -61,7 +62,7 @@ class LoadReport:
             f"{self.turns} tool turns, {self.throughput:.2f} turns/s, latency p50 "
             f"{self.percentile(0.5):.2f} s, p99 {self.percentile(0.99):.2f} s, max "
             f"{max(self.latencies, default=0):.2f} s, mean {statistics.fmean(self.latencies or [0]):.2f} s; "
-            f"{len(self.problems)} problems"
+            f"{len(self.problems)} lost/duplicated/out-of-order, {len(self.client_errors)} client errors"
         )
 
 
@@ -79,33 +80,35 @@ async def run_load(
     ]
     report = LoadReport(conversations, duration)
     deadline = time.monotonic() + duration
-    sent: dict[str, int] = {}
 
     async def converse(index: int) -> None:
         agent = await agents.start(
             f"load-{index}-{uuid.uuid4().hex[:6]}", AgentOptions(model=scripted_model(), tools=["add"])
         )
-        sent[agent.session_id] = 0
         turn = 0
-        while time.monotonic() < deadline:
-            turn += 1
-            prompt = orjson.dumps({"calls": [["add", {"a": index, "b": turn}]], "turn": turn}).decode()
-            started = time.monotonic()
-            await agent.prompt(prompt, id=f"{agent.session_id}-{turn}")
-            sent[agent.session_id] = turn
-            await agent.wait_for_idle(timeout=120)
-            report.latencies.append(time.monotonic() - started)
-            report.turns += 1
-        await check(agent, sent[agent.session_id], index)
+        try:
+            while time.monotonic() < deadline:
+                turn += 1
+                prompt = orjson.dumps({"calls": [["add", {"a": index, "b": turn}]], "turn": turn}).decode()
+                started = time.monotonic()
+                await agent.prompt(prompt, id=f"{agent.session_id}-{turn}")
+                await agent.wait_for_idle(timeout=120)
+                report.latencies.append(time.monotonic() - started)
+                report.turns += 1
+        except Exception as err:  # a client-side failure: reported, and the data is still checked
+            report.client_errors.append(f"conversation {index}: {type(err).__name__}: {err}")
+        await check(agent, turn, index)
 
     async def check(agent: DurableAgent, turns: int, index: int) -> None:
-        await agent.wait_for_idle(timeout=120)
+        await agent.wait_for_idle(timeout=300)
         state = await agent.get_state()
         try:
             assert_file_matches_state(sessions / f"{agent.session_id}.jsonl", state)
         except AssertionError as err:
             report.problems.append(f"{agent.session_id}: file != state: {err}")
         messages = state.messages
+        if len(messages) == 4 * (turns - 1):
+            turns -= 1  # the last prompt failed on the client before it was accepted
         if state.first_message_index or len(messages) != 4 * turns:
             report.problems.append(f"{agent.session_id}: {len(messages)} messages for {turns} prompts")
             return
@@ -153,9 +156,11 @@ async def main() -> None:
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--duration", type=float, default=300)
     parser.add_argument("--kill-every", type=float, default=30)
+    parser.add_argument("--workdir", help="keep sessions, logs and the server's database here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        workdir = Path(tmp)
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         async with DevServer(workdir / "temporal", ui=False) as server:
             report = await run_load(
                 server.client,
@@ -166,7 +171,7 @@ async def main() -> None:
                 kill_every=args.kill_every,
             )
     print(report.summary())
-    for problem in report.problems[:20]:
+    for problem in (report.problems + report.client_errors)[:20]:
         print("  ", problem)
     raise SystemExit(1 if report.problems else 0)
 

@@ -23,5 +23,6 @@ async def test_load_with_worker_kills_loses_and_duplicates_nothing(
     )
     print("\n" + report.summary())
     assert report.problems == []
+    assert report.client_errors == []
     assert report.kills >= 2
     assert report.turns > 0
