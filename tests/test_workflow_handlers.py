@@ -292,3 +292,17 @@ async def test_messages_carry_their_session_entry_ids(temporal_client: Client, t
                 assert entry is not None and entry.message == message  # type: ignore[union-attr]
         recovered = await h.agents.recover(h.session_path("ids"), session_id="ids-recovered")
         assert (await recovered.get_messages()).entry_ids == page.entry_ids
+
+
+async def test_unknown_tools_at_start_are_reported(temporal_client: Client, tmp_path: Path) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), tools=[add_tool()]) as h:
+        agent = await h.agents.start(
+            "unknown-tools", AgentOptions(model=scripted_model(), tools=["add", "ghost"])
+        )
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        assert [t.name for t in state.tools] == ["add"]
+        assert state.error_message is not None and "ghost" in state.error_message
+        await agent.prompt("still works")
+        await agent.wait_for_idle(timeout=20)
+        assert (await agent.get_state()).messages[-1].role == "assistant"

@@ -80,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
+    from agentcore.tools import ToolSpec
     from agentcore.transcript import Transcript, add_entry_usage_to_stats, add_message_to_stats
 
 from . import policies
@@ -147,7 +148,13 @@ class ConversationWorkflow:
         if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
             self._record_initial_settings(inp)
         if self.config.tool_names:
-            await self._describe_tools(self.config.tool_names)
+            specs, unknown = await self._describe_tools(self.config.tool_names)
+            # Start with the tools the workers know; name the others where an operator looks.
+            self.config.tools, self.config.tool_names = specs, []
+            if unknown:
+                self.error_message = (
+                    f"{errors.TOOL_NOT_FOUND}: no worker registers the tool(s): {', '.join(unknown)}"
+                )
         self.initialized = True
         self._set_details()
         while True:
@@ -294,7 +301,8 @@ class ConversationWorkflow:
         self.transcript.mark_written(entries)
         self.session_created = True
 
-    async def _describe_tools(self, names: list[str]) -> list[str]:
+    async def _describe_tools(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
+        """Specs for ``names`` from the workers' registry, and the names none of them registers."""
         result: DescribeToolsResult = await workflow.execute_activity(
             DESCRIBE_TOOLS_ACTIVITY,
             DescribeToolsInput(names=names),
@@ -303,10 +311,7 @@ class ConversationWorkflow:
             retry_policy=policies.DESCRIBE_TOOLS.retry,
             summary=f"describe {', '.join(names)}",
         )
-        if not result.unknown:
-            self.config.tools = result.tools
-            self.config.tool_names = []
-        return result.unknown
+        return result.tools, result.unknown
 
     # ----------------------------------------------------------------------------------- compaction
 
@@ -464,7 +469,10 @@ class ConversationWorkflow:
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.pending_run is not None:
-            return  # a prompt landed while handlers drained: run it first, roll over after
+            # A prompt landed while handlers drained: run it first (with subscribers attached again;
+            # WorkflowStream has no public way to undo ``detach_pollers``), roll over after.
+            self.stream._detaching = False
+            return
         self._truncate_events(
             keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes
         )
@@ -638,11 +646,10 @@ class ConversationWorkflow:
 
     @workflow.update(name="set_tools")
     async def set_tools(self, request: SetToolsRequest) -> Accepted:
-        unknown = await self._describe_tools(list(request.tools)) if request.tools else []
+        specs, unknown = await self._describe_tools(list(request.tools)) if request.tools else ([], [])
         if unknown:
             raise _refuse(errors.TOOL_NOT_FOUND, f"No worker registers the tool(s): {', '.join(unknown)}")
-        if not request.tools:
-            self.config.tools = []
+        self.config.tools = specs
         self.transcript.add(ActiveToolsChangeEntry(active_tools=list(request.tools)))
         return Accepted(id=request.id, message_count=self.transcript.message_count)
 
