@@ -1,15 +1,23 @@
 """Session file access for activities, and the ``session.append`` activity.
 
 Any worker may run any activity of a conversation, so no process keeps a session's write lock between
-activities: each write opens the file as its writer (an OS lock: a stalled worker that wakes up late
-waits for the lock and then finds its entries already there, by id), appends, and closes. Appends are
-idempotent on entry id, so a retried activity never doubles a line.
+activities: each write takes the file's writer lock (an OS lock: a stalled worker that wakes up late
+waits for the lock and then finds its entries already there, by id), appends, and releases it. Appends
+are idempotent on entry id, so a retried activity never doubles a line.
+
+A worker keeps the parsed index of the sessions it wrote recently (lock released) and, on the next
+write, reads only what other processes appended since: reading the whole file on every write made a
+turn's CPU grow with the conversation (bench/RESULTS.md: 44 -> 184 ms of worker CPU per tool turn
+from turn 10 to turn 500).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -28,6 +36,8 @@ T = TypeVar("T")
 # How long a write waits for another process to release the session's lock before failing the
 # attempt (Temporal then retries it).
 LOCK_WAIT_SECONDS = 10.0
+# Sessions whose parsed index a worker keeps between writes (one open file descriptor each).
+KEPT_SESSIONS = 256
 
 
 class SessionStore:
@@ -42,6 +52,9 @@ class SessionStore:
         self._locks: dict[str, asyncio.Lock] = {}
         # SPEC-9.2 limits are per session, not per opened file object: keep one limiter pair each.
         self._rate_limits: dict[str, StorageRateLimits] = {}
+        # Released writers, most recently used last; writes run in threads, hence the lock.
+        self._kept: OrderedDict[str, JsonlSessionStorage] = OrderedDict()
+        self._kept_lock = threading.Lock()
 
     def path_for(self, session_id: str) -> Path:
         return self.paths.path_for(session_id)
@@ -73,6 +86,46 @@ class SessionStore:
                     raise
                 time.sleep(0.01)
 
+    def _resume_writer(self, session_id: str) -> JsonlSessionStorage | None:
+        """The kept writer of this session, locked again and caught up; None to open the file."""
+        with self._kept_lock:
+            storage = self._kept.pop(session_id, None)
+        if storage is None:
+            return None
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        try:
+            while True:
+                try:
+                    if storage.reacquire():
+                        return storage
+                    break  # the path names another file now
+                except SessionLockedError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+        except SessionLockedError:
+            storage.close()
+            raise
+        except SessionError:
+            pass  # e.g. the file shrank: open it afresh, which reports what is wrong
+        storage.close()
+        return None
+
+    def _keep(self, session_id: str, storage: JsonlSessionStorage) -> None:
+        try:
+            storage.release()
+        except BaseException:
+            storage.close()
+            raise
+        evicted = []
+        with self._kept_lock:
+            self._kept[session_id] = storage
+            while len(self._kept) > KEPT_SESSIONS:
+                evicted.append(self._kept.popitem(last=False)[1])
+        for oldest in evicted:
+            with contextlib.suppress(Exception):
+                oldest.close()
+
     async def write(
         self, session_id: str, create: SessionCreate | None, work: Callable[[JsonlSessionStorage], T]
     ) -> T:
@@ -81,11 +134,14 @@ class SessionStore:
         async with lock:
 
             def run() -> T:
-                storage = self._open_writer(session_id, create)
+                storage = self._resume_writer(session_id) or self._open_writer(session_id, create)
                 try:
-                    return work(storage)
-                finally:
-                    storage.close()
+                    result = work(storage)
+                except BaseException:
+                    storage.close()  # its index may be half-updated: the next write reads the file
+                    raise
+                self._keep(session_id, storage)
+                return result
 
             try:
                 return await asyncio.to_thread(run)

@@ -403,3 +403,44 @@ def test_invalid_body_is_reported_with_its_line_when_read(tmp_path: Path) -> Non
 def test_errors_keep_their_codes_through_from_code() -> None:
     error = AgentError.from_code("SESSION_LOCKED", "busy")
     assert type(error).__name__ == "SessionLockedError"
+
+
+def _user(text: str) -> MessageEntry:
+    from agentcore.messages import UserMessage
+
+    return MessageEntry(message=UserMessage(content=text, timestamp=1))
+
+
+def test_release_keeps_the_index_and_reacquire_reads_what_others_appended(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    kept = JsonlSessionStorage.create(path, cwd="/")
+    first = kept.append_entry(_user("one"))
+    kept.release()
+    with pytest.raises(SessionClosedError):
+        kept.append_entry(_user("refused while released"))
+    # Another writer may take the lock meanwhile.
+    with JsonlSessionStorage.open(path, writer=True) as other:
+        second = other.append_entry(_user("two"))
+    assert kept.reacquire()
+    assert kept.get_leaf_id() == second.id
+    third = kept.append_entry(_user("three"))
+    assert third.parent_id == second.id
+    kept.close()
+    with JsonlSessionStorage.open(path) as reader:
+        assert [e.id for e in reader.get_entries()] == [first.id, second.id, third.id]
+
+
+def test_reacquire_refuses_a_replaced_file_and_a_held_lock(tmp_path: Path) -> None:
+    from agentcore.errors import SessionLockedError
+
+    path = tmp_path / "s.jsonl"
+    kept = JsonlSessionStorage.create(path, cwd="/")
+    kept.release()
+    holder = JsonlSessionStorage.open(path, writer=True)
+    with pytest.raises(SessionLockedError):
+        kept.reacquire()
+    holder.close()
+    path.unlink()
+    JsonlSessionStorage.create(path, cwd="/").close()
+    assert kept.reacquire() is False
+    kept.close()

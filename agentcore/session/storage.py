@@ -179,6 +179,7 @@ class JsonlSessionStorage:
         self._tail: TailState = "clean"
         self._unsynced = 0
         self._first_unsynced_at = 0.0
+        self._released = False  # a writer between ``release`` and ``reacquire``: no appends
 
     # ------------------------------------------------------------------------------- construction
 
@@ -260,12 +261,7 @@ class JsonlSessionStorage:
             raise SessionNotFoundError(f"no session file at {str(target)!r}") from None
         try:
             if writer:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise SessionLockedError(
-                        f"session file {str(target)!r} is open for writing by another process or object"
-                    ) from None
+                _lock_writer(fd, target)
             storage = cls(target, fd, writer=writer, strict=strict, fsync=fsync, rate_limits=rate_limits)
             storage._load()
             if writer and storage._version < FORMAT_VERSION:
@@ -301,6 +297,41 @@ class JsonlSessionStorage:
     @property
     def closed(self) -> bool:
         return self._fd is None
+
+    def release(self) -> None:
+        """Writer: sync, then give up the file lock but keep the index; ``reacquire`` resumes.
+
+        A process that writes a session now and then (an activity worker) keeps its parsed index
+        instead of reading the whole file again for every write, while any other process may take
+        the lock and append in between.
+        """
+        with self._lock:
+            fd = self._require_writable()
+            if self._unsynced:
+                self._sync_now()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._released = True
+
+    def reacquire(self) -> bool:
+        """Take the writer's lock again and read what others appended meanwhile.
+
+        ``False`` (lock not taken) when the path no longer names this file (deleted or replaced):
+        close this object and open the path afresh. ``SessionLockedError`` if another writer holds it.
+        """
+        with self._lock:
+            fd = self._require_open()
+            _lock_writer(fd, self.path)
+            try:
+                current = os.stat(self.path, follow_symlinks=False)
+            except FileNotFoundError:
+                current = None
+            mine = os.fstat(fd)
+            if current is None or (current.st_ino, current.st_dev) != (mine.st_ino, mine.st_dev):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return False
+            self._released = False
+            self._read_new()
+            return True
 
     def __enter__(self) -> Self:
         return self
@@ -673,6 +704,8 @@ class JsonlSessionStorage:
             raise SessionClosedError(
                 f"session {str(self.path)!r} was opened read-only (open(..., writer=True))"
             )
+        if self._released:
+            raise SessionClosedError(f"session {str(self.path)!r} is released; reacquire() it first")
         return fd
 
     def _require_header(self) -> SessionHeader:
@@ -687,6 +720,15 @@ class JsonlSessionStorage:
     def _limit_write(self) -> None:
         self._require_writable()
         self.rate_limits.write()
+
+
+def _lock_writer(fd: int, path: Path) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLockedError(
+            f"session file {str(path)!r} is open for writing by another process or object"
+        ) from None
 
 
 def _coerce(entry: SessionEntry | Mapping[str, Any]) -> SessionEntry:
