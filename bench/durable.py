@@ -1,0 +1,501 @@
+"""Durable conversation benches (SPEC-11) on the embedded dev server, one scenario at a time.
+
+    python -m bench.durable single|concurrent|burst|tools|recovery|history|deltas [--model loopback|scripted]
+
+Every scenario starts its own stack (``bench.harness``: dev server with its SQLite file, a worker
+process, the loopback model process) and returns table rows; ``python -m bench`` runs them all.
+A "tool turn" is prompt -> model asks for a no-op tool -> tool -> model answers, timed from sending
+the prompt to its ``agent_end`` reaching a subscriber (streaming on: every conversation has one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from temporalio.api.enums.v1 import EventType
+
+from agentcore import Agent
+from agentcore.messages import AssistantMessage, TextContent, UserMessage
+from agentcore.model import Model
+from agentcore.session import FsyncPolicy, JsonlSessionStorage, MessageEntry, StorageRateLimits
+from agentcore.session.entries import ActiveToolsChangeEntry, ModelChangeEntry
+
+from .harness import Stack, TurnClock, pct, stack
+from .worker_proc import NOOP, scripted_turn
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    section: str
+    metric: str
+    value: str
+    target: str = ""
+    ok: bool | None = None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def _lat_row(section: str, metric: str, samples: list[float], p99_target: float | None = None) -> Row:
+    q50, q95, q99 = (pct(samples, p) for p in (50, 95, 99))
+    value = f"{_ms(q50)} / {_ms(q95)} / {_ms(q99)} ms"
+    if p99_target is None:
+        return Row(section, metric, value)
+    return Row(section, metric, value, f"p99 <= {p99_target * 1000:.0f} ms", q99 <= p99_target)
+
+
+async def _history(stack_: Stack, session_id: str) -> Any:
+    # No run id: the conversation's current run (continue-as-new starts new ones).
+    return await stack_.agents.client.get_workflow_handle(session_id).fetch_history()
+
+
+# ------------------------------------------------------------------------------- 1. single conversation
+
+
+async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> list[float]:
+    """The same tool turn through the in-process ``Agent`` (same provider, same loopback server)."""
+    agent = Agent(model=model, tools=[NOOP], system_prompt="Be brief.", stream_fn=stream_fn)
+    samples = []
+    for index in range(turns + 10):
+        started = time.perf_counter()
+        await agent.prompt("/tools 1")
+        await agent.wait_for_idle()
+        if index >= 10:
+            samples.append(time.perf_counter() - started)
+        if len(agent.messages) > 400:
+            agent.reset()
+    return samples
+
+
+async def single(model_kind: str = "loopback", turns: int = 100, **options: Any) -> list[Row]:
+    section = f"1. one conversation ({model_kind})"
+    async with stack(model=model_kind, **options) as s:
+        agent = await s.start_agent()
+        clock = await TurnClock(agent).start()
+        for _ in range(10):
+            await clock.turn("/tools 1")
+        before = s.cpu()
+        samples = [await clock.turn("/tools 1") for _ in range(turns)]
+        after = s.cpu()
+        await clock.stop()
+        stream_fn = None
+        if model_kind == "scripted":
+            from .worker_proc import _ForgetfulModel
+
+            stream_fn = _ForgetfulModel(scripted_turn)
+        local = await in_process_turns(s.model(), turns, stream_fn)
+    worker_ms = (after.worker - before.worker) / turns
+    server_ms = (after.server - before.server) / turns
+    overhead = [sample - pct(local, 50) for sample in samples]
+    return [
+        Row(
+            section,
+            "tool turn p50/p95/p99",
+            _lat_row(section, "", samples).value,
+            "p50 <= 50 ms, p99 <= 100 ms",
+            pct(samples, 50) <= 0.050 and pct(samples, 99) <= 0.100,
+        ),
+        _lat_row(section, "in-process Agent, same turn", local),
+        _lat_row(section, "durable overhead (minus in-process p50)", overhead, 1.0),
+        Row(section, "worker CPU per turn", f"{worker_ms * 1000:.1f} ms", "<= 25 ms", worker_ms <= 0.025),
+        Row(section, "server CPU per turn", f"{server_ms * 1000:.1f} ms"),
+    ]
+
+
+# ---------------------------------------------------------------------- 2. many conversations, paced
+
+
+async def _start_many(s: Stack, count: int) -> list[TurnClock]:
+    agents = await asyncio.gather(*(s.start_agent() for _ in range(count)))
+    return list(await asyncio.gather(*(TurnClock(agent).start() for agent in agents)))
+
+
+async def paced(
+    rate_per_hour: float, seconds: float, sessions: int = 100, model_kind: str = "loopback", **options: Any
+) -> list[Row]:
+    """``sessions`` conversations, each sending a tool-turn message every 3600/rate s (random phase)."""
+    label = f"2. {sessions} conversations at {rate_per_hour:.0f} msg/session/h"
+    async with stack(model=model_kind, **options) as s:
+        clocks = await _start_many(s, sessions)
+        await asyncio.gather(*(clock.turn("/tools 1") for clock in clocks))  # warm every workflow
+        interval = 3600 / rate_per_hour
+        samples: list[float] = []
+        failures = 0
+        before = s.cpu()
+        deadline = time.perf_counter() + seconds
+
+        async def session(clock: TurnClock) -> None:
+            nonlocal failures
+            await asyncio.sleep(random.uniform(0, interval))
+            next_at = time.perf_counter()
+            while next_at < deadline:
+                try:
+                    samples.append(await clock.turn("/tools 1", timeout=60))
+                except Exception:
+                    failures += 1
+                next_at += interval
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+
+        await asyncio.gather(*(session(clock) for clock in clocks))
+        after = s.cpu()
+        for clock in clocks:
+            await clock.stop()
+    turns = len(samples)
+    wall = after.wall - before.wall
+    offered = sessions * rate_per_hour / 3600
+    return [
+        _lat_row(label, "message processing p50/p95/p99", samples, 1.0),
+        Row(label, "turns/s (offered)", f"{turns / wall:.1f} ({offered:.1f})"),
+        Row(
+            label,
+            "CPU per turn: worker / server",
+            f"{(after.worker - before.worker) / turns * 1000:.1f} / "
+            f"{(after.server - before.server) / turns * 1000:.1f} ms",
+        ),
+        Row(label, "failed turns", str(failures), "0", failures == 0),
+    ]
+
+
+async def burst(
+    sessions: int = 100, turns: int = 5, model_kind: str = "loopback", **options: Any
+) -> list[Row]:
+    """All conversations start at once and run ``turns`` tool turns back to back."""
+    label = f"2. burst: {sessions} conversations x {turns} tool turns"
+    async with stack(model=model_kind, **options) as s:
+        clocks = await _start_many(s, sessions)
+        await asyncio.sleep(1.0)  # the starts' first workflow tasks settle: idle memory
+        idle_rss = s.worker_rss()
+        failures = 0
+        samples: list[float] = []
+        peak_rss = idle_rss
+
+        async def session(clock: TurnClock) -> None:
+            nonlocal failures
+            try:
+                for _ in range(turns):
+                    samples.append(await clock.turn("/tools 1", timeout=120))
+            except Exception:
+                failures += 1
+
+        async def watch_memory() -> None:
+            nonlocal peak_rss
+            while True:
+                peak_rss = max(peak_rss, s.worker_rss())
+                await asyncio.sleep(0.2)
+
+        watcher = asyncio.create_task(watch_memory())
+        before = s.cpu()
+        await asyncio.gather(*(session(clock) for clock in clocks))
+        after = s.cpu()
+        watcher.cancel()
+        await asyncio.sleep(1.0)
+        after_rss = s.worker_rss()
+        for clock in clocks:
+            await clock.stop()
+        task_failures = sum(
+            await asyncio.gather(*(_workflow_task_failures(s, c.agent.session_id) for c in clocks))
+        )
+    done = len(samples)
+    wall = after.wall - before.wall
+    rate = done / wall
+    worker_ms = (after.worker - before.worker) / max(done, 1) * 1000
+    return [
+        Row(label, "tool turns/s", f"{rate:.1f}", ">= 40 (at least 26)", rate >= 26),
+        _lat_row(label, "turn latency p50/p95/p99", samples),
+        Row(
+            label,
+            "CPU per turn: worker / server",
+            f"{worker_ms:.1f} / {(after.server - before.server) / max(done, 1) * 1000:.1f} ms",
+            "worker <= 25 ms",
+            worker_ms <= 25,
+        ),
+        Row(label, "failed conversations", str(failures), "0", failures == 0),
+        Row(label, "workflow task timeouts + failures", str(task_failures), "0", task_failures == 0),
+        Row(
+            "7. worker memory",
+            f"RSS: {sessions} idle / {sessions} active / idle after",
+            f"{idle_rss / 1e6:.0f} / {peak_rss / 1e6:.0f} / {after_rss / 1e6:.0f} MB",
+        ),
+    ]
+
+
+async def _workflow_task_failures(s: Stack, session_id: str) -> int:
+    bad = (EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    history = await _history(s, session_id)
+    return sum(1 for event in history.events if event.event_type in bad)
+
+
+# ----------------------------------------------------------------------------------- 3. tool batches
+
+
+def _tool_spans(events: list[Any]) -> list[float]:
+    """Per turn: first tools.execute scheduled -> the workflow task that sees the last result starts."""
+    spans = []
+    scheduled_at: float | None = None
+    tool_ids: set[int] = set()
+    completed = 0
+    waiting = False
+    for event in events:
+        at = event.event_time.ToMicroseconds() / 1e6
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            if name == "tools.execute":
+                if scheduled_at is None:
+                    scheduled_at, completed = at, 0
+                tool_ids.add(event.event_id)
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            if event.activity_task_completed_event_attributes.scheduled_event_id in tool_ids:
+                completed += 1
+                waiting = completed == len(tool_ids)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED and waiting and scheduled_at is not None:
+            spans.append(at - scheduled_at)
+            scheduled_at, waiting = None, False
+            tool_ids.clear()
+    return spans
+
+
+async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -> list[Row]:
+    rows = []
+    async with stack(model=model_kind, **options) as s:
+        for batch in (1, 5, 10):
+            agent = await s.start_agent()
+            clock = await TurnClock(agent).start()
+            for _ in range(3 + turns):
+                await clock.turn(f"/tools {batch}")
+            await clock.stop()
+            history = await _history(s, agent.session_id)
+            spans = _tool_spans(list(history.events))[3:]
+            rows.append(
+                _lat_row(
+                    "3. tool execution overhead (no-op tool)",
+                    f"batch of {batch}: scheduled -> results seen",
+                    spans,
+                    5.0,
+                )
+            )
+    return rows
+
+
+# ------------------------------------------------------------------------------------ 4. recovery
+
+
+def _session_file(path: Path, model: Model, messages: int) -> None:
+    limits = StorageRateLimits.unlimited()
+    with JsonlSessionStorage.create(
+        path, cwd="/", metadata={"system_prompt": "Be brief."}, fsync=FsyncPolicy("never"), rate_limits=limits
+    ) as storage:
+        storage.append_entries([ModelChangeEntry(model=model), ActiveToolsChangeEntry(active_tools=["noop"])])
+        for start in range(0, messages, 1000):
+            batch = []
+            for n in range(start, min(start + 1000, messages)):
+                if n % 2 == 0:
+                    message: Any = UserMessage(content=f"question {n}: " + "lorem ipsum " * 8, timestamp=1)
+                else:
+                    message = AssistantMessage(content=[TextContent(text="answer " * 30)], timestamp=1)
+                batch.append(MessageEntry(message=message))
+            storage.append_entries(batch)
+
+
+async def recovery(model_kind: str = "loopback", repeats: int = 3, **options: Any) -> list[Row]:
+    rows = []
+    async with stack(model=model_kind, **options) as s:
+        source = s.workdir / "recover-src"
+        source.mkdir()
+        for count in (100, 1_000, 10_000):
+            path = source / f"r{count}.jsonl"
+            _session_file(path, s.model(), count)
+            ready, first_turn = [], []
+            for attempt in range(repeats):
+                started = time.perf_counter()
+                agent = await s.agents.recover(path, session_id=f"rec-{count}-{attempt}")
+                await agent.wait_for_idle(timeout=60)
+                ready.append(time.perf_counter() - started)
+                clock = await TurnClock(agent).start()
+                await clock.turn("/tools 1")
+                first_turn.append(time.perf_counter() - started)
+                await clock.stop()
+            rows.append(
+                Row(
+                    "4. session recovery",
+                    f"{count:,} messages: ready / first tool turn done (median)",
+                    f"{_ms(statistics.median(ready))} / {_ms(statistics.median(first_turn))} ms",
+                    "p50 <= 2000 ms",
+                    statistics.median(first_turn) <= 2.0,
+                )
+            )
+    return rows
+
+
+# ----------------------------------------------------------------------------- 5. history per turn
+
+
+async def history(
+    model_kind: str = "loopback",
+    checkpoints: tuple[int, ...] = (10, 100, 500),
+    window: int = 5,
+    **options: Any,
+) -> list[Row]:
+    label = "5. history per turn"
+    rows: list[Row] = []
+    per_turn_bytes: list[float] = []
+    async with stack(model=model_kind, **options) as s:
+        agent = await s.start_agent()
+        client = s.agents.client
+        clock = await TurnClock(agent).start()
+        turn = 0
+        latencies: list[tuple[int, float, str]] = []
+
+        async def run_id() -> str:
+            return (await client.get_workflow_handle(agent.session_id).describe()).run_id
+
+        async def one_turn() -> None:
+            nonlocal turn
+            before = await run_id()
+            latency = await clock.turn("/tools 1")
+            turn += 1
+            latencies.append((turn, latency, before))
+
+        for checkpoint in checkpoints:
+            while turn < checkpoint - window:
+                await one_turn()
+            cpu0 = s.cpu()
+            while True:
+                start_run = await run_id()
+                h0 = await _history(s, agent.session_id)
+                for _ in range(window):
+                    await one_turn()
+                h1 = await _history(s, agent.session_id)
+                if await run_id() == start_run:
+                    break  # else a continue-as-new fell in the window: measure the next one
+            cpu1 = s.cpu()
+            added = list(h1.events)[len(h0.events) :]
+            size = sum(event.ByteSize() for event in added) / window
+            per_turn_bytes.append(size)
+            rows.append(
+                Row(
+                    label,
+                    f"turn {turn}: bytes / events / worker CPU per turn",
+                    f"{size:,.0f} B / {len(added) / window:.1f} / "
+                    f"{(cpu1.worker - cpu0.worker) / window * 1000:.1f} ms",
+                )
+            )
+        # Continue-as-new: the turns during which the run changed, and the carried input's size.
+        runs: dict[str, int] = {}
+        for number, _, rid in latencies:
+            runs.setdefault(rid, number)
+        rollovers = sorted(runs.values())[1:]
+        median = statistics.median(latency for _, latency, _ in latencies)
+        cost = [latency - median for number, latency, _ in latencies if number in rollovers]
+        current = await _history(s, agent.session_id)
+        first = list(current.events)[0]
+        carried = first.workflow_execution_started_event_attributes.input.ByteSize()
+        await clock.stop()
+    flat = max(per_turn_bytes) <= 1.2 * min(per_turn_bytes)
+    rows.append(
+        Row(
+            label,
+            "bytes per turn flat (max/min)",
+            f"{max(per_turn_bytes) / min(per_turn_bytes):.2f}",
+            "<= 1.2",
+            flat,
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            f"continue-as-new: {len(rollovers)} in {turn} turns; extra latency; carried input",
+            f"{_ms(statistics.mean(cost)) if cost else 'n/a'} ms; {carried:,} B",
+        )
+    )
+    return rows
+
+
+# ----------------------------------------------------------------------------------- 6. deltas
+
+
+async def deltas(streams: int = 5, count: int = 100, gap_ms: float = 10, **options: Any) -> list[Row]:
+    """Provider server writes a delta -> a subscriber receives it (loopback stamps every write)."""
+    latencies: list[float] = []
+    async with stack(model="loopback", **options) as s:
+        agent = await s.start_agent()
+        clock = await TurnClock(agent).start()
+        await clock.turn("/tools 1")
+        for _ in range(streams):
+            received: dict[int, float] = {}
+            started = time.perf_counter()
+            await clock._prompt(f"/stream {count} {gap_ms}")
+            while True:
+                kind, at, event = await asyncio.wait_for(clock.queue.get(), 60)
+                if kind == "message_update":
+                    delta = event.assistant_message_event.get("delta") or ""
+                    for piece in delta.replace("]", "] ").split():
+                        if piece.startswith("[") and piece.endswith("]"):
+                            received.setdefault(int(piece[1:-1]), at)
+                if kind == "agent_end":
+                    break
+            await asyncio.sleep(0.05)
+            written = orjson.loads(s.stamps_file.read_bytes().splitlines()[-1])
+            for key, sent in written.items():
+                if int(key) in received and sent >= started:
+                    latencies.append(received[int(key)] - sent)
+        await clock.stop()
+    return [_lat_row("6. delta latency (server write -> subscriber)", "p50/p95/p99", latencies)]
+
+
+SCENARIOS = {
+    "single": single,
+    "concurrent": lambda **kw: _concurrent(**kw),
+    "burst": burst,
+    "tools": tools,
+    "recovery": recovery,
+    "history": history,
+    "deltas": deltas,
+}
+
+
+async def _concurrent(**options: Any) -> list[Row]:
+    rows = await paced(1000, 15, **options)
+    rows += await paced(10_000, 10, **options)
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    widths = [max(len(getattr(r, f)) for r in rows) for f in ("metric", "value", "target")]
+    section = None
+    for row in rows:
+        if row.section != section:
+            section = row.section
+            print(f"\n{section}")
+        mark = "" if row.ok is None else ("  ok" if row.ok else "  MISS")
+        print(
+            f"  {row.metric:<{widths[0]}}  {row.value:>{widths[1]}}  {row.target:<{widths[2]}}{mark}".rstrip()
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=list(SCENARIOS))
+    parser.add_argument("--model", choices=["loopback", "scripted"], default="loopback")
+    parser.add_argument("--worker-options", default="{}", help="Worker keyword arguments, as JSON")
+    args = parser.parse_args()
+    options: dict[str, Any] = {"worker_options": orjson.loads(args.worker_options)}
+    if args.scenario != "deltas":
+        options["model_kind"] = args.model
+    rows = asyncio.run(SCENARIOS[args.scenario](**options))
+    print_table(rows)
+
+
+if __name__ == "__main__":
+    main()

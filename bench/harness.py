@@ -1,0 +1,188 @@
+"""The durable bench stack: embedded dev server, loopback model process, worker process, clients.
+
+The server is started exactly as ``agentcore.temporal.DevServer`` starts it (SQLite file, UI on); the
+worker and the loopback model run in processes of their own, so CPU time splits into worker and
+server (read from /proc). The driver (this process) is the clients: updates, signals, subscribers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agentcore import AgentOptions
+from agentcore.client import AgentClient, DurableAgent
+from agentcore.protocol import ConversationLimits
+from agentcore.temporal import DevServer
+from agentcore.testing.scripted import scripted_model
+
+from ._procs import Child, children, cpu_seconds, rss_bytes, spawn
+
+# The bench drives conversations far faster than SPEC-9.1's per-conversation rate limits allow a
+# user to; they are raised so the figures measure the runtime, not the limiter.
+BENCH_LIMITS = ConversationLimits(max_messages=1_000_000, max_messages_per_minute=1_000_000)
+
+
+def pct(samples: list[float], p: float) -> float:
+    if not samples:
+        return float("nan")
+    if len(samples) == 1:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[int(p) - 1]
+
+
+@dataclass
+class CpuMark:
+    worker: float
+    server: float
+    wall: float
+
+
+@dataclass
+class Stack:
+    server: DevServer
+    server_pid: int
+    worker: Child
+    loopback: Child | None
+    agents: AgentClient
+    model_kind: str
+    workdir: Path
+    task_queue: str
+    stamps_file: Path
+    sessions: list[DurableAgent] = field(default_factory=list)
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.workdir / "sessions"
+
+    def model(self) -> Any:
+        if self.loopback is None:
+            return scripted_model()
+        from agentcore.model import Model
+
+        port = int(self.loopback.info)
+        return Model(
+            id="loopback-gpt",
+            provider="openai",
+            api="openai-completions",
+            base_url=f"http://127.0.0.1:{port}/v1",
+        )
+
+    async def start_agent(self, name: str | None = None) -> DurableAgent:
+        agent = await self.agents.start(
+            name or f"b-{uuid.uuid4().hex[:10]}",
+            AgentOptions(model=self.model(), tools=["noop"], system_prompt="Be brief."),
+        )
+        self.sessions.append(agent)
+        return agent
+
+    def cpu(self) -> CpuMark:
+        return CpuMark(cpu_seconds(self.worker.pid), cpu_seconds(self.server_pid), time.perf_counter())
+
+    def worker_rss(self) -> int:
+        return rss_bytes(self.worker.pid)
+
+    def server_rss(self) -> int:
+        return rss_bytes(self.server_pid)
+
+
+@asynccontextmanager
+async def stack(
+    *, model: str = "loopback", worker_options: dict[str, Any] | None = None, keep: bool = False
+) -> AsyncIterator[Stack]:
+    workdir = Path(tempfile.mkdtemp(prefix="agentcore-bench-"))
+    extra = os.environ.get("BENCH_SERVER_ARGS", "").split()
+    server = await DevServer(
+        workdir / "temporal", ui=True, extra_args=extra, log_file=workdir / "server.log"
+    ).start()
+    loopback: Child | None = None
+    worker: Child | None = None
+    try:
+        pids = children(os.getpid(), "temporal")
+        assert len(pids) == 1, f"expected one temporal server child, found {pids}"
+        stamps_file = workdir / "stamps.jsonl"
+        if model == "loopback":
+            loopback = await spawn("bench.loopback_proc", "--stamps", str(stamps_file))
+        task_queue = f"bench-{uuid.uuid4().hex[:8]}"
+        worker = await spawn(
+            "bench.worker_proc",
+            server.address,
+            task_queue,
+            str(workdir / "sessions"),
+            "--model",
+            model,
+            "--options",
+            orjson.dumps(worker_options or {}).decode(),
+        )
+        agents = AgentClient(
+            server.client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=BENCH_LIMITS
+        )
+        yield Stack(server, pids[0], worker, loopback, agents, model, workdir, task_queue, stamps_file)
+    finally:
+        if worker is not None:
+            await worker.stop()
+        if loopback is not None:
+            await loopback.stop()
+        await server.stop()
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+class TurnClock:
+    """One subscriber per conversation; ``turn()`` = prompt sent -> ``agent_end`` received."""
+
+    def __init__(self, agent: DurableAgent) -> None:
+        self.agent = agent
+        self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> TurnClock:
+        offset = await self.agent.event_offset()
+
+        async def pump() -> None:
+            async for _, event in self.agent.events(offset):
+                self.queue.put_nowait((event.type, time.perf_counter(), event))
+
+        self.task = asyncio.create_task(pump())
+        return self
+
+    async def turn(self, text: str, *, timeout: float = 60) -> float:
+        """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber."""
+        started = time.perf_counter()
+        await self._prompt(text)
+        while True:
+            kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
+            if kind == "agent_end":
+                return at - started
+
+    async def _prompt(self, text: str) -> None:
+        from agentcore.errors import AgentBusyError
+
+        for _ in range(200):
+            try:
+                await self.agent.prompt(text)
+                return
+            except AgentBusyError:
+                # agent_end is published a moment before the run's bookkeeping ends.
+                await asyncio.sleep(0.002)
+        raise RuntimeError("agent stayed busy")
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, Exception):
+                pass

@@ -1,0 +1,73 @@
+"""Every durable bench in one run, one table: ``python -m bench`` (or ``python bench/run_all.py``).
+
+    python -m bench [--only single,burst,...] [--worker-options JSON] [--json FILE]
+
+About 5 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
+as ``agentcore.temporal.DevServer`` starts it), worker process and loopback model process; see
+``bench/durable.py`` for what each one measures. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    __package__ = "bench"
+
+from . import durable  # noqa: E402
+
+Scenario = Callable[..., Awaitable[list[durable.Row]]]
+
+
+def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.Row]]]]:
+    return {
+        "single": lambda o: durable.single("loopback", **o),
+        "single-scripted": lambda o: durable.single("scripted", **o),
+        "concurrent": lambda o: durable._concurrent(**o),
+        "burst": lambda o: durable.burst(**o),
+        "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
+        "tools": lambda o: durable.tools(**o),
+        "recovery": lambda o: durable.recovery(**o),
+        "history": lambda o: durable.history(**o),
+        "deltas": lambda o: durable.deltas(**o),
+    }
+
+
+async def run(names: list[str], options: dict[str, Any]) -> list[durable.Row]:
+    table = scenarios()
+    rows: list[durable.Row] = []
+    for name in names:
+        started = time.perf_counter()
+        print(f"[{name}] ...", file=sys.stderr, flush=True)
+        rows += await table[name](options)
+        print(f"[{name}] {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated: " + ", ".join(scenarios()))
+    parser.add_argument("--worker-options", default="{}", help="Worker keyword arguments, as JSON")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(scenarios())
+    started = time.perf_counter()
+    rows = asyncio.run(run(names, {"worker_options": orjson.loads(args.worker_options)}))
+    durable.print_table(rows)
+    print(f"\n{len(names)} scenarios in {time.perf_counter() - started:.0f} s")
+    if args.json is not None:
+        args.json.write_bytes(orjson.dumps([dataclasses.asdict(r) for r in rows], option=orjson.OPT_INDENT_2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""A bench worker in its own process (so its CPU time is measured apart from the server's).
+
+    python -m bench.worker_proc ADDRESS TASK_QUEUE SESSIONS_DIR [--model loopback|scripted]
+                                [--options JSON]                    # prints "READY <pid>"
+
+``loopback``: the real OpenAI provider over HTTP (the model's ``base_url`` names the loopback
+server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
+HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from agentcore import AgentTool, AgentToolResult
+from agentcore.runtime import LlmContext
+from agentcore.temporal import connect
+from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
+from worker import create_worker
+
+
+class NoopArgs(BaseModel):
+    i: int = 0
+
+
+async def _noop(tool_call_id: str, args: NoopArgs, signal: Any, on_update: Any) -> AgentToolResult:
+    return AgentToolResult.text("ok")
+
+
+NOOP = AgentTool(name="noop", description="Do nothing.", parameters=NoopArgs, execute=_noop)
+
+
+def scripted_turn(context: LlmContext) -> Reply:
+    """The loopback responder's turn shapes, for ``ScriptedModel`` (a function of the context)."""
+    last = context.messages[-1]
+    if last.role == "toolResult":
+        return text("All done.")
+    words = last.text.split() if last.role == "user" else []
+    calls = int(words[1]) if len(words) > 1 and words[0] == "/tools" else 1
+    return tool_calls([("noop", {"i": i}) for i in range(calls)])
+
+
+class _ForgetfulModel(ScriptedModel):
+    """``ScriptedModel`` without its call recorder: a long bench must not grow the worker's memory."""
+
+    def __call__(self, model: Any, context: LlmContext, options: Any) -> Any:
+        self.calls.clear()
+        self.options.clear()
+        return super().__call__(model, context, options)
+
+
+def _durations(options: dict[str, Any]) -> dict[str, Any]:
+    from datetime import timedelta
+
+    return {
+        key: timedelta(seconds=value) if key.endswith(("_interval", "_timeout")) else value
+        for key, value in options.items()
+    }
+
+
+async def main(args: argparse.Namespace) -> None:
+    client = await connect(args.address)
+    stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
+    options = _durations(orjson.loads(args.options))
+    worker = create_worker(
+        client,
+        task_queue=args.task_queue,
+        tools=[NOOP],
+        sessions_dir=args.sessions_dir,
+        stream_fn=stream_fn,
+        **options,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with worker:
+        print(f"READY {os.getpid()}", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("address")
+    parser.add_argument("task_queue")
+    parser.add_argument("sessions_dir")
+    parser.add_argument("--model", choices=["loopback", "scripted"], default="loopback")
+    parser.add_argument("--options", default="{}")
+    asyncio.run(main(parser.parse_args()))
