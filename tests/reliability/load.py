@@ -97,7 +97,10 @@ async def run_load(
                 report.turns += 1
         except Exception as err:  # a client-side failure: reported, and the data is still checked
             report.client_errors.append(f"conversation {index}: {type(err).__name__}: {err}")
-        await check(agent, turn, index)
+        try:
+            await check(agent, turn, index)
+        except Exception as err:
+            report.problems.append(f"conversation {index}: could not be checked: {type(err).__name__}: {err}")
 
     async def check(agent: DurableAgent, turns: int, index: int) -> None:
         await agent.wait_for_idle(timeout=300)
