@@ -116,9 +116,10 @@ async def single(model_kind: str = "loopback", turns: int = 100, **options: Any)
 # ---------------------------------------------------------------------- 2. many conversations, paced
 
 
-async def _start_many(s: Stack, count: int) -> list[TurnClock]:
+async def _start_many(s: Stack, count: int, subscribe: bool = True) -> list[TurnClock]:
     agents = await asyncio.gather(*(s.start_agent() for _ in range(count)))
-    return list(await asyncio.gather(*(TurnClock(agent).start() for agent in agents)))
+    clocks = (TurnClock(agent, subscribe=subscribe).start() for agent in agents)
+    return list(await asyncio.gather(*clocks))
 
 
 async def paced(
@@ -159,21 +160,28 @@ async def paced(
         Row(label, "turns/s (offered)", f"{turns / wall:.1f} ({offered:.1f})"),
         Row(
             label,
-            "CPU per turn: worker / server",
+            "CPU per turn: worker / server / clients",
             f"{(after.worker - before.worker) / turns * 1000:.1f} / "
-            f"{(after.server - before.server) / turns * 1000:.1f} ms",
+            f"{(after.server - before.server) / turns * 1000:.1f} / "
+            f"{(after.clients - before.clients) / turns * 1000:.1f} ms",
         ),
         Row(label, "failed turns", str(failures), "0", failures == 0),
     ]
 
 
 async def burst(
-    sessions: int = 100, turns: int = 5, model_kind: str = "loopback", **options: Any
+    sessions: int = 100,
+    turns: int = 5,
+    model_kind: str = "loopback",
+    subscribe: bool = True,
+    **options: Any,
 ) -> list[Row]:
     """All conversations start at once and run ``turns`` tool turns back to back."""
-    label = f"2. burst: {sessions} conversations x {turns} tool turns"
+    label = f"2. burst: {sessions} conversations x {turns} tool turns ({model_kind})"
+    if not subscribe:
+        label += ", no subscribers"
     async with stack(model=model_kind, **options) as s:
-        clocks = await _start_many(s, sessions)
+        clocks = await _start_many(s, sessions, subscribe)
         await asyncio.sleep(1.0)  # the starts' first workflow tasks settle: idle memory
         idle_rss = s.worker_rss()
         failures = 0
@@ -215,8 +223,9 @@ async def burst(
         _lat_row(label, "turn latency p50/p95/p99", samples),
         Row(
             label,
-            "CPU per turn: worker / server",
-            f"{worker_ms:.1f} / {(after.server - before.server) / max(done, 1) * 1000:.1f} ms",
+            "CPU per turn: worker / server / clients",
+            f"{worker_ms:.1f} / {(after.server - before.server) / max(done, 1) * 1000:.1f} / "
+            f"{(after.clients - before.clients) / max(done, 1) * 1000:.1f} ms",
             "worker <= 25 ms",
             worker_ms <= 25,
         ),

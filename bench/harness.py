@@ -48,6 +48,8 @@ class CpuMark:
     worker: float
     server: float
     wall: float
+    # This process: the clients (updates, signals, subscribers) and, for in-process runs, the agent.
+    clients: float = 0.0
 
 
 @dataclass
@@ -89,7 +91,12 @@ class Stack:
         return agent
 
     def cpu(self) -> CpuMark:
-        return CpuMark(cpu_seconds(self.worker.pid), cpu_seconds(self.server_pid), time.perf_counter())
+        return CpuMark(
+            cpu_seconds(self.worker.pid),
+            cpu_seconds(self.server_pid),
+            time.perf_counter(),
+            time.process_time(),
+        )
 
     def worker_rss(self) -> int:
         return rss_bytes(self.worker.pid)
@@ -143,12 +150,16 @@ async def stack(
 class TurnClock:
     """One subscriber per conversation; ``turn()`` = prompt sent -> ``agent_end`` received."""
 
-    def __init__(self, agent: DurableAgent) -> None:
+    def __init__(self, agent: DurableAgent, *, subscribe: bool = True) -> None:
         self.agent = agent
+        # Without a subscriber a turn ends when ``wait_for_idle`` returns (no streaming traffic).
+        self.subscribe = subscribe
         self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> TurnClock:
+        if not self.subscribe:
+            return self
         offset = await self.agent.event_offset()
 
         async def pump() -> None:
@@ -162,6 +173,9 @@ class TurnClock:
         """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber."""
         started = time.perf_counter()
         await self._prompt(text)
+        if not self.subscribe:
+            await self.agent.wait_for_idle(timeout)
+            return time.perf_counter() - started
         while True:
             kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
             if kind == "agent_end":

@@ -36,11 +36,26 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
         "concurrent": lambda o: durable._concurrent(**o),
         "burst": lambda o: durable.burst(**o),
         "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
+        "burst-nostream": lambda o: durable.burst(subscribe=False, **o),
         "tools": lambda o: durable.tools(**o),
         "recovery": lambda o: durable.recovery(**o),
         "history": lambda o: durable.history(**o),
         "deltas": lambda o: durable.deltas(**o),
     }
+
+
+# Diagnostics outside the default run (``--only``): the burst without streaming subscribers.
+DEFAULT = [
+    "single",
+    "single-scripted",
+    "concurrent",
+    "burst",
+    "burst-scripted",
+    "tools",
+    "recovery",
+    "history",
+    "deltas",
+]
 
 
 async def run(names: list[str], options: dict[str, Any]) -> list[durable.Row]:
@@ -60,7 +75,7 @@ def main() -> None:
     parser.add_argument("--worker-options", default="{}", help="Worker keyword arguments, as JSON")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args()
-    names = [n for n in args.only.split(",") if n] or list(scenarios())
+    names = [n for n in args.only.split(",") if n] or DEFAULT
     started = time.perf_counter()
     rows = asyncio.run(run(names, {"worker_options": orjson.loads(args.worker_options)}))
     durable.print_table(rows)

@@ -5,7 +5,8 @@
 
 ``loopback``: the real OpenAI provider over HTTP (the model's ``base_url`` names the loopback
 server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
-HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments.
+HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
+``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ async def main(args: argparse.Namespace) -> None:
     client = await connect(args.address)
     stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     options = _durations(orjson.loads(args.options))
+    if options.pop("unsandboxed", False):
+        # Measurement only: what the workflow sandbox costs per turn (agentcore keeps it on).
+        from temporalio.worker import UnsandboxedWorkflowRunner
+
+        options["workflow_runner"] = UnsandboxedWorkflowRunner()
     worker = create_worker(
         client,
         task_queue=args.task_queue,
