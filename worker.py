@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import os
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,13 @@ def create_worker(
     session = SessionActivities(store)
     compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
     worker_options.setdefault("workflow_runner", workflow_runner())
+    # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
+    # throughput, only makes each slower; after a worker crash the survivor replays many histories
+    # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
+    worker_options.setdefault("max_concurrent_workflow_tasks", 16)
+    # A dead worker's sticky queue holds its conversations' next tasks this long before any other
+    # worker may take them (the SDK default is 10 s).
+    worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
     worker_options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.

@@ -50,7 +50,9 @@ class ConversationLimits(WireModel):
     max_messages_per_minute: int = 100
     max_concurrent_tools: int = 10
     # Continue-as-new between runs once history passes this many events (or when the server suggests).
-    continue_as_new_after_events: int = 8_000
+    # Kept low on purpose: a worker that takes over a conversation replays its history, and 100
+    # conversations replaying 8,000 events each on a small machine overran the workflow task timeout.
+    continue_as_new_after_events: int = 2_000
     # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
     retained_events: int = 500
     retained_event_bytes: int = 2 * 1024 * 1024
