@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -163,7 +164,9 @@ class TurnClock:
         offset = await self.agent.event_offset()
 
         async def pump() -> None:
-            async for _, event in self.agent.events(offset):
+            cooldown = os.environ.get("BENCH_POLL_COOLDOWN_MS")
+            options = {} if cooldown is None else {"poll_cooldown": timedelta(milliseconds=float(cooldown))}
+            async for _, event in self.agent.events(offset, **options):
                 self.queue.put_nowait((event.type, time.perf_counter(), event))
 
         self.task = asyncio.create_task(pump())

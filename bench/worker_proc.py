@@ -70,6 +70,11 @@ async def main(args: argparse.Namespace) -> None:
     client = await connect(args.address)
     stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     options = _durations(orjson.loads(args.options))
+    if options.pop("no_heartbeats", False):
+        # Measurement only: what activity heartbeats cost (they carry cancellation; agentcore needs them).
+        import temporalio.activity
+
+        temporalio.activity.heartbeat = lambda *details: None
     if options.pop("unsandboxed", False):
         # Measurement only: what the workflow sandbox costs per turn (agentcore keeps it on).
         from temporalio.worker import UnsandboxedWorkflowRunner
