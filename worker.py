@@ -83,6 +83,7 @@ def create_worker(
         activities=[
             llm.stream,
             tool_activities.execute,
+            tool_activities.execute_local,
             tool_activities.describe,
             session.append,
             compaction.compact,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +20,13 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from agentcore.errors import OUTCOME_UNKNOWN, TOOL_NOT_FOUND
 from agentcore.events import ToolExecutionUpdateEvent
 from agentcore.messages import TextContent, ToolCall
-from agentcore.protocol import EVENTS_TOPIC, DescribeToolsInput, DescribeToolsResult, ToolCallInput
+from agentcore.protocol import (
+    EVENTS_TOPIC,
+    DescribeToolsInput,
+    DescribeToolsResult,
+    LocalToolResult,
+    ToolCallInput,
+)
 from agentcore.runtime import AbortSignal
 from agentcore.tool_context import ToolContext, reset_tool_context, set_tool_context
 from agentcore.tool_exec import aborted_result, error_result, execute_tool_with_timeout
@@ -45,6 +52,25 @@ class ToolActivities:
 
     @activity.defn(name="tools.execute")  # don't rename: recorded in histories
     async def execute(self, inp: ToolCallInput) -> AgentToolResult:
+        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
+        updates = _UpdatePublisher(call, self.update_interval)
+        try:
+            return await self._run(inp, call, updates.on_update)
+        finally:
+            await updates.close()
+
+    @activity.defn(name="tools.execute_local")  # don't rename: recorded in histories
+    async def execute_local(self, inp: ToolCallInput) -> LocalToolResult:
+        """The same call as a local activity. A signal sent from here would reach the workflow after
+        the result (both land in one workflow task), so progress comes back with the result."""
+        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
+        updates: list[AgentToolResult] = []
+        result = await self._run(inp, call, updates.append)
+        return LocalToolResult(result=result, updates=updates)
+
+    async def _run(
+        self, inp: ToolCallInput, call: ToolCall, on_update: Callable[[AgentToolResult], None]
+    ) -> AgentToolResult:
         tool = self.registry.get(inp.tool_name)
         if tool is None:
             return error_result(TOOL_NOT_FOUND, f'Tool "{inp.tool_name}" is not registered on this worker.')
@@ -54,9 +80,7 @@ class ToolActivities:
             return error_result(
                 OUTCOME_UNKNOWN, f'Tool "{inp.tool_name}" was interrupted; its outcome is unknown.'
             )
-        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
         signal = AbortSignal()
-        updates = _UpdatePublisher(call, self.update_interval)
         token = set_tool_context(
             ToolContext(
                 tool_call_id=inp.tool_call_id,
@@ -67,11 +91,12 @@ class ToolActivities:
         )
         try:
             task = asyncio.create_task(
-                execute_tool_with_timeout(tool, call, signal, updates.on_update, inp.timeout_seconds)
+                execute_tool_with_timeout(tool, call, signal, on_update, inp.timeout_seconds)
             )
         finally:
             reset_tool_context(token)
-        ticker = asyncio.create_task(_heartbeat_ticker())
+        # A local activity has no heartbeat: its worker holds the workflow task while it runs.
+        ticker = None if activity.info().is_local else asyncio.create_task(_heartbeat_ticker())
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -83,8 +108,8 @@ class ToolActivities:
                 await asyncio.wait_for(asyncio.shield(task), 2.0)
             result = aborted_result(inp.tool_name)
         finally:
-            ticker.cancel()
-            await updates.close()
+            if ticker is not None:
+                ticker.cancel()
         return _capped(result)
 
 

@@ -20,7 +20,7 @@ from .messages import AssistantMessage, Message, UserMessage, WireModel
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
-from .tools import ToolSpec
+from .tools import AgentToolResult, ToolSpec
 
 WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
 EVENTS_TOPIC = "events"
@@ -64,6 +64,10 @@ class ConversationLimits(WireModel):
     llm_max_attempts: int = 8
     tool_heartbeat_seconds: float = 10.0
     tool_max_attempts: int = 5
+    # Retry-safe tools whose timeout is at most this run as local activities: in the worker that
+    # holds the conversation, with no round trip through the server (0 turns it off). Their
+    # progress updates then reach subscribers with the result, not while they run.
+    local_tool_max_seconds: float = 10.0
 
 
 class ConversationConfig(WireModel):
@@ -256,6 +260,13 @@ class ToolCallInput(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     retry_safe: bool = True
     timeout_seconds: float
+
+
+class LocalToolResult(WireModel):
+    """``tools.execute_local``: the result, and the progress updates to publish before it."""
+
+    result: AgentToolResult
+    updates: list[AgentToolResult] = Field(default_factory=list)
 
 
 class AppendInput(WireModel):

@@ -30,7 +30,10 @@ def add_tool() -> AgentTool:
     def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
         return AgentToolResult.text(str(args.a + args.b), details={"sum": args.a + args.b})
 
-    return AgentTool(name="add", description="Add two numbers.", parameters=AddArgs, execute=execute)
+    # Short and retry-safe: the durable runtime runs it as a local activity (sleep_tool stays remote).
+    return AgentTool(
+        name="add", description="Add two numbers.", parameters=AddArgs, execute=execute, timeout_seconds=5
+    )
 
 
 class SleepArgs(BaseModel):
@@ -44,6 +47,23 @@ def sleep_tool(name: str = "sleep", **fields: Any) -> AgentTool:
         return AgentToolResult.text(f"slept {args.seconds}")
 
     return AgentTool(name=name, description="Sleep a while.", parameters=SleepArgs, execute=execute, **fields)
+
+
+def progress_tool() -> AgentTool:
+    """Quick, retry-safe (so local in the durable runtime), and reports progress twice."""
+
+    def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
+        on_update(AgentToolResult.text("halfway"))
+        on_update(AgentToolResult.text("almost"))
+        return AgentToolResult.text(f"done {args.a + args.b}")
+
+    return AgentTool(
+        name="progress",
+        description="Add slowly, reporting progress.",
+        parameters=AddArgs,
+        execute=execute,
+        timeout_seconds=5,
+    )
 
 
 FAST_LIMITS = ConversationLimits(llm_heartbeat_seconds=2, tool_heartbeat_seconds=2)

@@ -20,7 +20,7 @@ from agentcore import Agent, AgentOptions, AgentTool, ToolExecutionMode
 from agentcore.events import AgentEvent
 from agentcore.messages import Message
 from agentcore.testing.scripted import Reply, ScriptedModel, error, scripted_model, text, tool_calls
-from tests.durable_support import add_tool, running_worker, sleep_tool
+from tests.durable_support import add_tool, progress_tool, running_worker, sleep_tool
 
 Trigger = tuple[str, int, str, str]  # (event type, occurrence, action, text)
 
@@ -29,7 +29,7 @@ Trigger = tuple[str, int, str, str]  # (event type, occurrence, action, text)
 class Scenario:
     name: str
     replies: Callable[[], ScriptedModel]
-    tools: list[AgentTool] = field(default_factory=lambda: [add_tool(), sleep_tool()])
+    tools: list[AgentTool] = field(default_factory=lambda: [add_tool(), sleep_tool(), progress_tool()])
     prompt: str = "Go."
     triggers: list[Trigger] = field(default_factory=list)
     tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
@@ -46,6 +46,10 @@ SCENARIOS = [
     Scenario(
         "parallel_tools",
         _model([tool_calls([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]), text("3 and 7.")]),
+    ),
+    Scenario(
+        "local_tool_progress",
+        _model([tool_calls([("progress", {"a": 1, "b": 2})]), text("Done.")]),
     ),
     Scenario(
         "sequential_tools",

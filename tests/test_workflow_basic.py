@@ -30,6 +30,14 @@ async def test_tool_turn_reaches_state_events_and_session_file(
         types = [e.type for e in events]
         assert types[0] == "agent_start" and types[-1] == "agent_end"
         assert "tool_execution_start" in types and "tool_execution_end" in types
+        history = await agent.handle.fetch_history()
+        scheduled = [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")
+        ]
+        assert "tools.execute" not in scheduled, "a short retry-safe tool runs as a local activity"
+        assert any(e.HasField("marker_recorded_event_attributes") for e in history.events)
         with JsonlSessionStorage.open(h.session_path("s1")) as storage:
             context = storage.build_context()
             assert [m.model_dump() for m in context.messages] == [m.model_dump() for m in state.messages]

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
     from agentcore.model import Model
-    from agentcore.protocol import StreamInput, StreamResult, ToolCallInput
+    from agentcore.protocol import LocalToolResult, StreamInput, StreamResult, ToolCallInput
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
     from agentcore.tool_exec import aborted_result, error_result
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
 TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
+LOCAL_TOOL_ACTIVITY = "tools.execute_local"  # don't rename: recorded in histories
+PATCH_LOCAL_TOOLS = "local-tools-v1"
 
 
 class TemporalRuntime:
@@ -149,31 +151,60 @@ class TemporalRuntime:
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
     ) -> AgentToolResult:
-        # ``on_update`` progress is published by the activity itself, straight to the event stream.
+        # A remote tool activity publishes its ``on_update`` progress straight to the event stream; a
+        # local one hands it back with the result (see ``tools.execute_local``).
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
-        opts = policies.tool_call(self.conversation.limits, spec.timeout_seconds, spec.retry_safe)
-        handle = workflow.start_activity(
-            TOOL_ACTIVITY,
-            ToolCallInput(
-                session_id=self.conversation.session_id,
-                tool_name=call.name,
-                tool_call_id=call.id,
-                arguments=call.arguments,
-                retry_safe=spec.retry_safe,
-                timeout_seconds=spec.timeout_seconds,
-            ),
-            result_type=AgentToolResult,
-            start_to_close_timeout=opts.start_to_close,
-            heartbeat_timeout=opts.heartbeat,
-            retry_policy=opts.retry,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"tool {call.name} {_digest(call.arguments)}",
+        limits = self.conversation.limits
+        opts = policies.tool_call(limits, spec.timeout_seconds, spec.retry_safe)
+        tool_input = ToolCallInput(
+            session_id=self.conversation.session_id,
+            tool_name=call.name,
+            tool_call_id=call.id,
+            arguments=call.arguments,
+            retry_safe=spec.retry_safe,
+            timeout_seconds=spec.timeout_seconds,
         )
+        summary = f"tool {call.name} {_digest(call.arguments)}"
+        # A short, retry-safe tool runs as a local activity: no server round trip, no extra workflow
+        # task. A worker that dies mid-call loses the workflow task, and the next worker runs the
+        # call again (fine for a retry-safe tool; the others always get one remote attempt).
+        # Histories recorded before this ran every tool remotely: the patch keeps them replayable.
+        local = (
+            spec.retry_safe
+            and spec.timeout_seconds <= limits.local_tool_max_seconds
+            and workflow.patched(PATCH_LOCAL_TOOLS)
+        )
+        if local:
+            handle = workflow.start_local_activity(
+                LOCAL_TOOL_ACTIVITY,
+                tool_input,
+                result_type=LocalToolResult,
+                start_to_close_timeout=opts.start_to_close,
+                retry_policy=opts.retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
+        else:
+            handle = workflow.start_activity(
+                TOOL_ACTIVITY,
+                tool_input,
+                result_type=AgentToolResult,
+                start_to_close_timeout=opts.start_to_close,
+                heartbeat_timeout=opts.heartbeat,
+                retry_policy=opts.retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=summary,
+            )
         remove = signal.add_listener(handle.cancel)
         try:
-            result: AgentToolResult = await handle
+            outcome = await handle
+            if isinstance(outcome, LocalToolResult):
+                for partial in outcome.updates:
+                    on_update(partial)
+                return outcome.result
+            result: AgentToolResult = outcome
             return result
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
