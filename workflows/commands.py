@@ -1,0 +1,249 @@
+"""The conversation's commands (updates, signals) and queries, as workflow handlers.
+
+Validators refuse (AGENT_BUSY, INVALID_MESSAGE_ROLE, RATE_LIMITED, VALIDATION_ERROR) before anything
+reaches history; handlers only change state, the main loop in ``conversation.py`` does the work.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from agentcore import errors
+    from agentcore.messages import AssistantMessage
+    from agentcore.partial import apply_delta
+    from agentcore.protocol import (
+        AbortRequest,
+        Accepted,
+        CommandRequest,
+        DurableState,
+        MessagesPage,
+        MessagesQuery,
+        PendingRun,
+        PromptRequest,
+        QueuedMessage,
+        QueuesState,
+        SetModelRequest,
+        SetSystemPromptRequest,
+        SetThinkingLevelRequest,
+        SetToolsRequest,
+    )
+    from agentcore.session.entries import (
+        SYSTEM_PROMPT_CUSTOM_TYPE,
+        ActiveToolsChangeEntry,
+        CustomEntry,
+        ModelChangeEntry,
+        ThinkingLevelChangeEntry,
+    )
+    from agentcore.session.stats import SessionStats
+
+
+from .state import ConversationState, _refuse
+
+
+class CommandHandlers(ConversationState):
+    @workflow.update(name="prompt")
+    async def prompt(self, request: PromptRequest) -> Accepted:
+        if self._seen(request.id):
+            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
+        self._remember(request.id)
+        self._count_messages(len(request.messages))
+        self.pending_run = PendingRun(id=request.id, kind="prompt", messages=list(request.messages))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @prompt.validator
+    def _validate_prompt(self, request: PromptRequest) -> None:
+        if self._seen(request.id):
+            return
+        if self._busy():
+            raise _refuse(
+                errors.AGENT_BUSY, "Agent is already processing a prompt. Use steer() or follow_up()."
+            )
+        if not request.messages:
+            raise _refuse(errors.VALIDATION_ERROR, "messages: a prompt needs at least one message")
+        self._check_rate(len(request.messages))
+
+    @workflow.update(name="continue")
+    async def continue_(self, request: CommandRequest) -> Accepted:
+        if self._seen(request.id):
+            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
+        self._remember(request.id)
+        last = self.transcript.last_message
+        if isinstance(last, AssistantMessage):
+            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt.
+            queued = self._take_steering() or self._take_follow_up()
+            self.pending_run = PendingRun(
+                id=request.id, kind="prompt", messages=queued, skip_initial_steering_poll=True
+            )
+        else:
+            self.pending_run = PendingRun(id=request.id, kind="continue")
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @continue_.validator
+    def _validate_continue(self, request: CommandRequest) -> None:
+        if self._seen(request.id):
+            return
+        if self._busy():
+            raise _refuse(errors.AGENT_BUSY, "Agent is already processing. Wait for it to finish.")
+        last = self.transcript.last_message
+        if last is None:
+            raise _refuse(errors.INVALID_MESSAGE_ROLE, "No messages to continue from")
+        if isinstance(last, AssistantMessage) and not self.steering and not self.follow_up:
+            raise _refuse(errors.INVALID_MESSAGE_ROLE, "Cannot continue from message role: assistant")
+
+    @workflow.update(name="reset")
+    async def reset(self, request: CommandRequest) -> Accepted:
+        if not self._seen(request.id):
+            self._remember(request.id)
+            self.transcript.reset()
+            self.steering.clear()
+            self.follow_up.clear()
+            self.error_message = None
+            self.stats = SessionStats()
+            self._set_details()
+        return Accepted(id=request.id, message_count=0)
+
+    @reset.validator
+    def _validate_reset(self, request: CommandRequest) -> None:
+        if not self._seen(request.id) and self._busy():
+            raise _refuse(errors.AGENT_BUSY, "Cannot reset while the agent is running; abort it first.")
+
+    @workflow.update(name="set_model")
+    async def set_model(self, request: SetModelRequest) -> Accepted:
+        if self.config.model != request.model:
+            self.config.model = request.model
+            self.transcript.add(ModelChangeEntry(model=request.model))
+            self._set_details()
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_model.validator
+    def _validate_set_model(self, request: SetModelRequest) -> None:
+        self._refuse_if_busy("set_model")
+
+    @workflow.update(name="set_thinking_level")
+    async def set_thinking_level(self, request: SetThinkingLevelRequest) -> Accepted:
+        if self.config.thinking_level != request.thinking_level:
+            self.config.thinking_level = request.thinking_level
+            self.transcript.add(ThinkingLevelChangeEntry(thinking_level=request.thinking_level))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_thinking_level.validator
+    def _validate_set_thinking_level(self, request: SetThinkingLevelRequest) -> None:
+        self._refuse_if_busy("set_thinking_level")
+
+    @workflow.update(name="set_tools")
+    async def set_tools(self, request: SetToolsRequest) -> Accepted:
+        specs, unknown = await self._describe_tools(list(request.tools)) if request.tools else ([], [])
+        if unknown:
+            raise _refuse(errors.TOOL_NOT_FOUND, f"No worker registers the tool(s): {', '.join(unknown)}")
+        self.config.tools = specs
+        self.transcript.add(ActiveToolsChangeEntry(active_tools=list(request.tools)))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_tools.validator
+    def _validate_set_tools(self, request: SetToolsRequest) -> None:
+        self._refuse_if_busy("set_tools")
+        bad = [name for name in request.tools if not name.isidentifier()]
+        if bad:
+            raise _refuse(errors.VALIDATION_ERROR, f"tools: invalid tool name(s) {bad}")
+
+    @workflow.update(name="set_system_prompt")
+    async def set_system_prompt(self, request: SetSystemPromptRequest) -> Accepted:
+        if self.config.system_prompt != request.system_prompt:
+            self.config.system_prompt = request.system_prompt
+            self.transcript.add(
+                CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=request.system_prompt)
+            )
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_system_prompt.validator
+    def _validate_set_system_prompt(self, request: SetSystemPromptRequest) -> None:
+        self._refuse_if_busy("set_system_prompt")
+
+    @workflow.update(name="wait_for_idle")
+    async def wait_for_idle(self, request: CommandRequest) -> Accepted:
+        await workflow.wait_condition(
+            lambda: self.initialized and not self._busy() and not self.transcript.unwritten
+        )
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @workflow.signal(name="steer")
+    def steer(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._remember(item.id)
+            self._count_messages(1)
+            self.steering.append(item)
+
+    @workflow.signal(name="follow_up")
+    def follow_up_(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._remember(item.id)
+            self._count_messages(1)
+            self.follow_up.append(item)
+
+    @workflow.signal(name="abort")
+    def abort(self, request: AbortRequest) -> None:
+        if self.abort_signal is not None:
+            self.abort_signal.abort(request.reason or "aborted by user")
+            self._set_details()
+
+    @workflow.query(name="get_state")
+    def get_state(self) -> DurableState:
+        return DurableState(
+            session_id=self.session_id,
+            system_prompt=self.config.system_prompt,
+            model=self.config.model,
+            thinking_level=self.config.thinking_level,
+            tools=self.config.tools,
+            messages=self.transcript.messages,
+            first_message_index=self.transcript.first_message_index,
+            message_count=self.transcript.message_count,
+            is_streaming=self.running,
+            streaming_message=self._streaming_partial(),
+            pending_tool_calls=sorted(self.pending_tool_calls),
+            error_message=self.error_message,
+            status=self._status(),
+            steering_queue_length=len(self.steering),
+            follow_up_queue_length=len(self.follow_up),
+            event_offset=self.stream._on_offset(),
+            leaf_id=self.transcript.leaf_id,
+        )
+
+    def _streaming_partial(self) -> AssistantMessage | None:
+        """The message being streamed, rebuilt from the deltas in the event log (queries only: the
+        deltas are folded here, on demand, so streaming costs the workflow nothing)."""
+        if self.streaming_message is None:
+            return None
+        partial = self.streaming_message.model_copy(deep=True)
+        converter = workflow.payload_converter()
+        start = max(0, self._streaming_from - self.stream._base_offset)
+        for item in self.stream._log[start:]:
+            event = converter.from_payloads([item.data])[0]
+            if isinstance(event, dict) and event.get("type") == "message_update":
+                apply_delta(partial, event.get("assistant_message_event") or {})
+        return partial
+
+    @workflow.query(name="get_messages")
+    def get_messages(self, query: MessagesQuery) -> MessagesPage:
+        first = self.transcript.first_message_index
+        start = max(query.start, first)
+        end = (
+            self.transcript.message_count
+            if query.end is None
+            else min(query.end, self.transcript.message_count)
+        )
+        window = slice(start - first, max(start, end) - first)
+        return MessagesPage(
+            messages=self.transcript.messages[window],
+            start=start,
+            total=self.transcript.message_count,
+            entry_ids=self.transcript.entry_ids[window],
+        )
+
+    @workflow.query(name="get_session_stats")
+    def get_session_stats(self) -> SessionStats:
+        return self.stats
+
+    @workflow.query(name="get_queues")
+    def get_queues(self) -> QueuesState:
+        return QueuesState(steering=self.steering, follow_up=self.follow_up)

@@ -1,0 +1,225 @@
+"""The conversation workflow's state and the helpers every handler shares (a base of the workflow class).
+
+Split from the workflow class for reading's sake only: Temporal registers the handlers of the mixins
+in ``commands.py`` and ``tree.py`` as if they were written on ``ConversationWorkflow``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcore import errors
+    from agentcore.events import (
+        AgentEvent,
+        CompactionEndEvent,
+        CompactionStartEvent,
+        MessageUpdateEvent,
+    )
+    from agentcore.messages import AssistantMessage, Message
+    from agentcore.model import QueueMode
+    from agentcore.protocol import (
+        ConversationConfig,
+        ConversationLimits,
+        DescribeToolsInput,
+        DescribeToolsResult,
+        PendingRun,
+        QueuedMessage,
+        SessionCreate,
+    )
+    from agentcore.runtime import AbortSignal
+    from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
+    from agentcore.session.stats import SessionStats
+    from agentcore.temporal.connect import search_attribute_keys
+    from agentcore.tools import ToolSpec
+    from agentcore.transcript import Transcript
+
+from . import policies
+
+if TYPE_CHECKING:
+    from .runtime import TemporalRuntime
+
+
+SEEN_IDS_KEPT = 2_000
+# Search-attribute upserts are commands recorded in history; runs recorded before they existed have
+# none, so this marker keeps those histories replayable.
+PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
+DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+def _refuse(code: str, message: str) -> ApplicationError:
+    # ``type`` carries the spec's code so the client rebuilds the same typed error.
+    return ApplicationError(message, type=code, non_retryable=True)
+
+
+class ConversationState:
+    """What a conversation holds between events. ``ConversationWorkflow.__init__`` sets every field."""
+
+    stream: WorkflowStream
+    events: Any
+    session_id: str
+    config: ConversationConfig
+    limits: ConversationLimits
+    session_created: bool
+    session_metadata: dict[str, Any]
+    runtime: TemporalRuntime
+    transcript: Transcript
+    stats: SessionStats
+    steering: list[QueuedMessage]
+    follow_up: list[QueuedMessage]
+    pending_run: PendingRun | None
+    seen_ids: OrderedDict[str, None]
+    recent_message_times: list[int]
+    error_message: str | None
+    search_attributes: bool
+    run_count: int
+    running: bool
+    abort_signal: AbortSignal | None
+    streaming_message: AssistantMessage | None
+    pending_tool_calls: set[str]
+    write_blocked: bool
+    initialized: bool
+    compacting: bool
+    _indexed: tuple[Any, ...] | None
+    _streaming_from: int
+
+    def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
+        if isinstance(event, MessageUpdateEvent) and event.message is not None:
+            # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
+            event = event.model_copy(update={"message": None})
+        self.events.publish(event)
+
+    def _take_steering(self) -> list[Message]:
+        return self._take(self.steering, self.config.steering_mode)
+
+    def _take_follow_up(self) -> list[Message]:
+        return self._take(self.follow_up, self.config.follow_up_mode)
+
+    @staticmethod
+    def _take(queue: list[QueuedMessage], mode: QueueMode) -> list[Message]:
+        if not queue:
+            return []
+        taken = queue[:] if mode == QueueMode.ALL else queue[:1]
+        del queue[: len(taken)]
+        return [item.message for item in taken]
+
+    def session_create(self) -> SessionCreate | None:
+        """How to create the session file, until an activity has created it."""
+        if self.session_created:
+            return None
+        metadata = {"system_prompt": self.config.system_prompt, **self.session_metadata}
+        return SessionCreate(cwd=metadata.pop("cwd", None), metadata=metadata)
+
+    async def _describe_tools(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
+        """Specs for ``names`` from the workers' registry, and the names none of them registers."""
+        result: DescribeToolsResult = await workflow.execute_activity(
+            DESCRIBE_TOOLS_ACTIVITY,
+            DescribeToolsInput(names=names),
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=policies.DESCRIBE_TOOLS.start_to_close,
+            retry_policy=policies.DESCRIBE_TOOLS.retry,
+            summary=f"describe {', '.join(names)}",
+        )
+        return result.tools, result.unknown
+
+    def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
+        """Bound the retained event log by count and by bytes (events can carry large tool output;
+        the log is memory now and continue-as-new input later, which must stay far below 2 MB)."""
+        max_events = self.limits.retained_events if keep is None else keep
+        max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
+        # WorkflowStream exposes no size view of its log; read it (never mutate it) to pick the cut.
+        log = self.stream._log
+        kept = size = 0
+        for item in reversed(log):
+            size += item.data.ByteSize()
+            if kept >= max_events or size > max_bytes:
+                break
+            kept += 1
+        end = self.stream._on_offset()
+        if kept < len(log):
+            self.stream.truncate(end - kept)
+
+    def _busy(self) -> bool:
+        return self.running or self.compacting or self.pending_run is not None
+
+    def _seen(self, request_id: str) -> bool:
+        return bool(request_id) and request_id in self.seen_ids
+
+    def _remember(self, request_id: str) -> None:
+        if not request_id:
+            return
+        self.seen_ids[request_id] = None
+        while len(self.seen_ids) > SEEN_IDS_KEPT:
+            self.seen_ids.popitem(last=False)
+
+    def _check_rate(self, incoming: int) -> None:
+        limits = self.limits
+        if self.transcript.message_count + incoming > limits.max_messages:
+            raise _refuse(
+                errors.RATE_LIMITED,
+                f"Conversation holds {self.transcript.message_count} messages; the limit is {limits.max_messages} "
+                "(SPEC-9.1). Start a new session or fork this one.",
+            )
+        now = self.runtime.now_ms()
+        recent = [t for t in self.recent_message_times if now - t < 60_000]
+        if len(recent) + incoming > limits.max_messages_per_minute:
+            wait = 60 - (now - recent[0]) / 1000 if recent else 60
+            raise _refuse(
+                errors.RATE_LIMITED,
+                f"Over {limits.max_messages_per_minute} messages per minute (SPEC-9.1); retry in {wait:.1f} s.",
+            )
+
+    def _count_messages(self, count: int) -> None:
+        now = self.runtime.now_ms()
+        self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
+        self.recent_message_times.extend([now] * count)
+
+    def _refuse_if_busy(self, what: str) -> None:
+        if self._busy():
+            raise _refuse(errors.AGENT_BUSY, f"Cannot {what} while the agent is running.")
+
+    def _status(self) -> Any:
+        if self.abort_signal is not None and self.abort_signal.aborted:
+            return "aborting"
+        return "running" if self.running else "idle"
+
+    def _index(self) -> None:
+        """Keep the conversation findable in the UI: status, model, message count, cost."""
+        if not self.search_attributes or not workflow.patched(PATCH_SEARCH_ATTRIBUTES):
+            return
+        model = self.config.model
+        values = (
+            self._status(),
+            f"{model.provider}/{model.id}",
+            self.transcript.message_count,
+            self.stats.cost_total,
+        )
+        if values == self._indexed:
+            return
+        self._indexed = values
+        keys = search_attribute_keys()
+        workflow.upsert_search_attributes(
+            [
+                keys[AGENT_STATUS].value_set(values[0]),
+                keys[AGENT_MODEL].value_set(values[1]),
+                keys[AGENT_MESSAGE_COUNT].value_set(values[2]),
+                keys[AGENT_COST_USD].value_set(values[3]),
+            ]
+        )
+
+    def _set_details(self) -> None:
+        model = self.config.model
+        lines = [
+            f"**{self._status()}** · `{model.provider}/{model.id}` · {self.transcript.message_count} messages "
+            f"· ${self.stats.cost_total:.4f}",
+        ]
+        if self.error_message:
+            lines.append(f"error: {self.error_message}")
+        if self.steering or self.follow_up:
+            lines.append(f"queued: {len(self.steering)} steering, {len(self.follow_up)} follow-up")
+        workflow.set_current_details("\n\n".join(lines))

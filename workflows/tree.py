@@ -1,0 +1,179 @@
+"""Compaction, branches, labels and the session name: the conversation's tree, as workflow handlers."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from agentcore import errors
+    from agentcore.compaction import compaction_end_event, estimate_context_tokens, should_compact
+    from agentcore.events import (
+        CompactionEndEvent,
+        CompactionReason,
+        CompactionStartEvent,
+    )
+    from agentcore.protocol import (
+        Accepted,
+        BranchInput,
+        BranchRequest,
+        BranchResult,
+        CompactInput,
+        CompactRequest,
+        CompactResult,
+        LabelRequest,
+        SessionNameRequest,
+    )
+    from agentcore.session.entries import (
+        LabelEntry,
+        SessionInfoEntry,
+    )
+    from agentcore.transcript import add_entry_usage_to_stats
+
+from . import policies
+from .state import ConversationState, _refuse
+
+COMPACT_ACTIVITY = "session.compact"  # don't rename: recorded in histories
+BRANCH_ACTIVITY = "session.branch"  # don't rename: recorded in histories
+
+
+class TreeHandlers(ConversationState):
+    def compaction_due(self) -> bool:
+        settings = self.config.compaction
+        return settings.enabled and should_compact(self.transcript.messages, self.config.model, settings)
+
+    async def compact(
+        self, reason: CompactionReason, instructions: str | None = None, *, will_retry: bool = False
+    ) -> CompactionEndEvent:
+        """Summarise the older part of the path (an activity) and go on from the compacted context."""
+        tokens_before = estimate_context_tokens(self.transcript.messages)
+        self._publish(CompactionStartEvent(reason=reason))
+        entries = list(self.transcript.unwritten)
+        try:
+            result: CompactResult = await workflow.execute_activity(
+                COMPACT_ACTIVITY,
+                CompactInput(
+                    session_id=self.session_id,
+                    model=self.config.model,
+                    entries=entries,
+                    leaf_id=self.transcript.leaf_id,
+                    entry_id=self.runtime.new_id(),
+                    reason=reason,
+                    instructions=instructions,
+                    settings=self.config.compaction,
+                    create=self.session_create(),
+                ),
+                result_type=CompactResult,
+                start_to_close_timeout=policies.COMPACTION.start_to_close,
+                retry_policy=policies.COMPACTION.retry,
+                summary=f"compact ({reason})",
+            )
+        except ActivityError as err:
+            # The conversation goes on uncompacted (an overflow then surfaces as the model's error).
+            end = CompactionEndEvent(
+                reason=reason, tokens_before=tokens_before, error_message=str(err.cause or err)
+            )
+            self._publish(end)
+            return end
+        self.transcript.mark_written(entries)
+        self.session_created = True
+        if result.entry is None:
+            end = CompactionEndEvent(reason=reason, tokens_before=tokens_before, tokens_after=tokens_before)
+        else:
+            self.transcript.replace_messages(result.messages, result.message_entry_ids)
+            self.transcript.leaf_id = result.entry.id
+            self.stats = add_entry_usage_to_stats(self.stats, result.entry)
+            end = compaction_end_event(result.entry, reason=reason, will_retry=will_retry)
+        self._publish(end)
+        self._set_details()
+        return end
+
+    @workflow.update(name="compact")
+    async def compact_(self, request: CompactRequest) -> CompactionEndEvent:
+        self.compacting = True
+        try:
+            return await self.compact("manual", request.instructions)
+        finally:
+            self.compacting = False
+
+    @compact_.validator
+    def _validate_compact(self, request: CompactRequest) -> None:
+        self._refuse_if_busy("compact")
+
+    @workflow.update(name="branch")
+    async def branch(self, request: BranchRequest) -> BranchResult:
+        """Move back to an earlier entry; the abandoned branch stays in the file, optionally summarised."""
+        self.compacting = True
+        entries = list(self.transcript.unwritten)
+        try:
+            result: BranchResult = await workflow.execute_activity(
+                BRANCH_ACTIVITY,
+                BranchInput(
+                    session_id=self.session_id,
+                    model=self.config.model,
+                    entries=entries,
+                    leaf_id=self.transcript.leaf_id,
+                    target_entry_id=request.target_entry_id,
+                    summary=request.summary,
+                    summarize=request.summarize,
+                    instructions=request.instructions,
+                    leaf_entry_id=self.runtime.new_id(),
+                    summary_entry_id=self.runtime.new_id(),
+                    settings=self.config.compaction,
+                    create=self.session_create(),
+                ),
+                result_type=BranchResult,
+                start_to_close_timeout=policies.COMPACTION.start_to_close,
+                retry_policy=policies.COMPACTION.retry,
+                summary=f"branch to {request.target_entry_id or 'start'}",
+            )
+        except ActivityError as err:
+            cause = err.cause
+            code = (
+                cause.type if isinstance(cause, ApplicationError) and cause.type else errors.VALIDATION_ERROR
+            )
+            raise _refuse(
+                code, f"branch failed: {cause.message if isinstance(cause, ApplicationError) else err}"
+            ) from None
+        finally:
+            self.compacting = False
+        self.transcript.mark_written(entries)
+        self.session_created = True
+        self.transcript.replace_messages(result.messages, result.message_entry_ids)
+        self.transcript.leaf_id = result.leaf_id
+        if result.summary_entry is not None:
+            self.stats = add_entry_usage_to_stats(self.stats, result.summary_entry)
+        self._set_details()
+        return result
+
+    @branch.validator
+    def _validate_branch(self, request: BranchRequest) -> None:
+        self._refuse_if_busy("branch")
+
+    @workflow.update(name="set_label")
+    async def set_label(self, request: LabelRequest) -> Accepted:
+        self.transcript.add(LabelEntry(target_id=request.target_entry_id, label=request.label or None))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_label.validator
+    def _validate_set_label(self, request: LabelRequest) -> None:
+        known = {entry_id for entry_id in self.transcript.entry_ids if entry_id} | {
+            entry.id for entry in self.transcript.unwritten
+        }
+        if self.transcript.leaf_id:
+            known.add(self.transcript.leaf_id)
+        if request.target_entry_id not in known:
+            raise _refuse(
+                errors.VALIDATION_ERROR,
+                f"target_entry_id: {request.target_entry_id!r} is not an entry of this conversation's context",
+            )
+
+    @workflow.update(name="set_session_name")
+    async def set_session_name(self, request: SessionNameRequest) -> Accepted:
+        self.transcript.add(SessionInfoEntry(name=request.name))
+        return Accepted(id=request.id, message_count=self.transcript.message_count)
+
+    @set_session_name.validator
+    def _validate_set_session_name(self, request: SessionNameRequest) -> None:
+        if not request.name.strip():
+            raise _refuse(errors.VALIDATION_ERROR, "name: must be a non-empty string")
