@@ -35,7 +35,18 @@ async def _noop(tool_call_id: str, args: NoopArgs, signal: Any, on_update: Any) 
     return AgentToolResult.text("ok")
 
 
-NOOP = AgentTool(name="noop", description="Do nothing.", parameters=NoopArgs, execute=_noop)
+# BENCH_TOOL_TIMEOUT=5 makes the tool short enough to run as a local activity (limits.local_tool_max_seconds).
+NOOP = AgentTool(
+    name="noop",
+    description="Do nothing.",
+    parameters=NoopArgs,
+    execute=_noop,
+    **(
+        {"timeout_seconds": float(os.environ["BENCH_TOOL_TIMEOUT"])}
+        if "BENCH_TOOL_TIMEOUT" in os.environ
+        else {}
+    ),
+)
 
 
 def scripted_turn(context: LlmContext) -> Reply:
