@@ -57,7 +57,9 @@ class ConversationLimits(WireModel):
     retained_events: int = 500
     retained_event_bytes: int = 2 * 1024 * 1024
     # Messages carried across continue-as-new are capped by size; the session file has them all.
-    carried_message_bytes: int = 256 * 1024
+    # Together with the carried events (a quarter of this) the continue-as-new input stays under
+    # Temporal's 256 KB payload warning.
+    carried_message_bytes: int = 160 * 1024
     # Activity timeouts (seconds). Tests shrink the heartbeats to make worker crashes visible fast.
     llm_timeout_seconds: float = 600.0
     llm_heartbeat_seconds: float = 10.0

@@ -238,7 +238,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self.stream._detaching = False
             return
         self._truncate_events(
-            keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes
+            keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes // 4
         )
         messages, entry_ids, first_index = self.transcript.carry_tail(
             self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
