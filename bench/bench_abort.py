@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import statistics
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from temporalio.testing import WorkflowEnvironment
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.durable_support
 
 from agentcore import AgentOptions
-from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
+from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text
 from tests.durable_support import running_worker  # noqa: E402
 
@@ -31,7 +30,7 @@ from tests.durable_support import running_worker  # noqa: E402
 async def measure(runs: int) -> list[float]:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
-        dev_server_existing_path=shutil.which("temporal"),
+        dev_server_existing_path=find_temporal_binary(),
         search_attributes=list(search_attribute_keys().values()),
         dev_server_log_level="error",
     )

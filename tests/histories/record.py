@@ -8,7 +8,6 @@ to be incompatible (and then version the workflow); ``tests/test_replay.py`` rep
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -18,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcore import AgentOptions
 from agentcore.protocol import ConversationLimits
-from agentcore.temporal import DATA_CONVERTER, search_attribute_keys
+from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import add_tool, collect_run, running_worker, sleep_tool
 
@@ -109,7 +108,7 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
-        dev_server_existing_path=shutil.which("temporal"),
+        dev_server_existing_path=find_temporal_binary(),
         search_attributes=list(search_attribute_keys().values()),
     )
     try:
