@@ -220,6 +220,7 @@ class AgentClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 search_attributes=search_attributes,
                 static_summary=f"agent {inp.config.model.provider}/{inp.config.model.id}",
+                task_timeout=timedelta(seconds=inp.limits.workflow_task_timeout_seconds),
             )
         except RPCError as err:
             if err.status == RPCStatusCode.ALREADY_EXISTS:

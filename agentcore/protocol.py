@@ -60,6 +60,10 @@ class ConversationLimits(WireModel):
     # Together with the carried events (a quarter of this) the continue-as-new input stays under
     # Temporal's 256 KB payload warning.
     carried_message_bytes: int = 160 * 1024
+    # How long a worker may hold a workflow task. Above Temporal's 10 s default: a worker that takes
+    # over many conversations at once (another died) replays their histories on a loaded machine,
+    # and tasks timing out mid-replay were retried, and timed out, again.
+    workflow_task_timeout_seconds: float = 30.0
     # Activity timeouts (seconds). Tests shrink the heartbeats to make worker crashes visible fast.
     llm_timeout_seconds: float = 600.0
     llm_heartbeat_seconds: float = 10.0
