@@ -34,7 +34,7 @@ from temporalio.client import (
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .compaction import CompactionSettings
@@ -222,12 +222,8 @@ class AgentClient:
                 static_summary=f"agent {inp.config.model.provider}/{inp.config.model.id}",
                 task_timeout=timedelta(seconds=inp.limits.workflow_task_timeout_seconds),
             )
-        except RPCError as err:
-            if err.status == RPCStatusCode.ALREADY_EXISTS:
-                raise AgentError(
-                    f"session {inp.session_id!r} is already running", code="AGENT_EXISTS"
-                ) from None
-            raise
+        except WorkflowAlreadyStartedError:
+            raise AgentError(f"session {inp.session_id!r} is already running", code="AGENT_EXISTS") from None
         return DurableAgent(self, handle)
 
     async def attach(self, session_id: str) -> DurableAgent:

@@ -306,3 +306,13 @@ async def test_unknown_tools_at_start_are_reported(temporal_client: Client, tmp_
         await agent.prompt("still works")
         await agent.wait_for_idle(timeout=20)
         assert (await agent.get_state()).messages[-1].role == "assistant"
+
+
+async def test_starting_a_running_session_again_is_refused(temporal_client: Client, tmp_path: Path) -> None:
+    from agentcore.errors import AgentError
+
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo)) as h:
+        await h.agents.start("twice", AgentOptions(model=scripted_model()))
+        with pytest.raises(AgentError) as refused:
+            await h.agents.start("twice", AgentOptions(model=scripted_model()))
+        assert refused.value.code == "AGENT_EXISTS"
