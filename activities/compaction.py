@@ -22,12 +22,13 @@ from agentcore.compaction import (
 )
 from agentcore.errors import EntryNotFoundError
 from agentcore.protocol import BranchInput, BranchResult, CompactInput, CompactResult
+from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import LlmContext, StreamFn
 from agentcore.session import BranchSummaryEntry, CompactionEntry, GetEntriesOptions, JsonlSessionStorage
 from agentcore.session.branching import branch_entries, branch_summary_context
 from agentcore.state import GetApiKey
 
-from .llm import _resolve_key
+from .llm import resolve_stream_fn
 from .session import SessionStore
 
 COMPACTION_FAILED = "COMPACTION_FAILED"
@@ -42,11 +43,7 @@ class CompactionActivities:
         self.get_api_key = get_api_key
 
     def _stream_fn(self) -> StreamFn:
-        if self.stream_fn is not None:
-            return self.stream_fn
-        from agentcore.inprocess import default_stream_fn
-
-        return default_stream_fn()
+        return resolve_stream_fn(self.stream_fn)
 
     @activity.defn(name="session.compact")  # don't rename: recorded in histories
     async def compact(self, inp: CompactInput) -> CompactResult:
@@ -100,7 +97,7 @@ class CompactionActivities:
                 context,
                 self._stream_fn(),
                 max_tokens=settings.summary_max_tokens(inp.model),
-                api_key=await _resolve_key(self.get_api_key, inp.model.provider),
+                api_key=await resolve_api_key(inp.model.provider, callback=self.get_api_key),
                 session_id=inp.session_id,
             )
         except CompactionError as err:
@@ -143,7 +140,7 @@ class BranchActivities:
                     request,
                     self.compaction._stream_fn(),
                     max_tokens=inp.settings.summary_max_tokens(inp.model),
-                    api_key=await _resolve_key(self.compaction.get_api_key, inp.model.provider),
+                    api_key=await resolve_api_key(inp.model.provider, callback=self.compaction.get_api_key),
                     session_id=inp.session_id,
                 )
             except CompactionError as err:

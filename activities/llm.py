@@ -29,6 +29,7 @@ from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, Stre
 from agentcore.messages import AssistantMessage
 from agentcore.protocol import EVENTS_TOPIC, StreamInput, StreamResult
 from agentcore.providers.errors import is_context_overflow
+from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
 from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
@@ -40,6 +41,15 @@ PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
 PROVIDER_ERROR = "PROVIDER_ERROR"
 # An aborted stream must wind down quickly; past this the partial message is taken as it is.
 ABORT_GRACE_SECONDS = 2.0
+
+
+def resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
+    """The worker's stream function: the one it was given, else the provider ``model.api`` names."""
+    if stream_fn is not None:
+        return stream_fn
+    from agentcore.inprocess import default_stream_fn
+
+    return default_stream_fn()
 
 
 class LlmActivities:
@@ -59,11 +69,7 @@ class LlmActivities:
         self.publish_interval = publish_interval
 
     def _stream_fn(self) -> StreamFn:
-        if self.stream_fn is not None:
-            return self.stream_fn
-        from agentcore.inprocess import default_stream_fn
-
-        return default_stream_fn()
+        return resolve_stream_fn(self.stream_fn)
 
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
@@ -109,7 +115,7 @@ class LlmActivities:
         self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher
     ) -> tuple[AssistantMessage, int, ApplicationError | None]:
         signal = AbortSignal()
-        api_key = await _resolve_key(self.get_api_key, inp.model.provider)
+        api_key = await resolve_api_key(inp.model.provider, callback=self.get_api_key)
         options = StreamOptions(
             thinking_level=inp.thinking_level,
             api_key=api_key,
@@ -178,15 +184,6 @@ def _retryable_error(message: AssistantMessage, delay: float | None) -> Applicat
         type=PROVIDER_RETRYABLE,
         next_retry_delay=timedelta(seconds=delay) if delay else None,
     )
-
-
-async def _resolve_key(get_api_key: GetApiKey | None, provider: str) -> str | None:
-    if get_api_key is None:
-        return None
-    key = get_api_key(provider)
-    if asyncio.iscoroutine(key) or isinstance(key, asyncio.Future):
-        key = await key
-    return key  # type: ignore[return-value]
 
 
 def _now_ms() -> int:
