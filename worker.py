@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.converter import DataConverter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -27,6 +28,7 @@ from activities.compaction import BranchActivities, CompactionActivities
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
+from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
 from agentcore.tools import AgentTool, ToolRegistry
 from workflows import ConversationWorkflow
 from workflows.policies import HEARTBEAT_THROTTLE
@@ -34,12 +36,13 @@ from workflows.policies import HEARTBEAT_THROTTLE
 DEFAULT_TASK_QUEUE = "agentcore"
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
+def workflow_runner(data_converter: DataConverter | None = None) -> SandboxedWorkflowRunner:
     # agentcore is deterministic library code (no I/O at import, clock and ids injected): pass it
     # through so its pydantic models are built once per process, not once per workflow run.
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("agentcore", "orjson")
-    )
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("agentcore", "orjson")
+    if data_converter is not None and is_context_free(data_converter):
+        return ContextFreeSandboxedRunner(restrictions=restrictions)
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def create_worker(
@@ -64,7 +67,7 @@ def create_worker(
     tool_activities = ToolActivities(registry)
     session = SessionActivities(store)
     compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
-    worker_options.setdefault("workflow_runner", workflow_runner())
+    worker_options.setdefault("workflow_runner", workflow_runner(client.data_converter))
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.

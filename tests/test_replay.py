@@ -24,7 +24,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def _replayer() -> Replayer:
     return Replayer(
-        workflows=[ConversationWorkflow], data_converter=DATA_CONVERTER, workflow_runner=workflow_runner()
+        workflows=[ConversationWorkflow], data_converter=DATA_CONVERTER, workflow_runner=workflow_runner(DATA_CONVERTER)
     )
 
 

@@ -5,17 +5,47 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DataConverter
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, SerializationContext
 
 from ..search_attributes import SEARCH_ATTRIBUTES
 
+
+class AgentcorePayloadConverter(PydanticPayloadConverter):
+    """Temporal's pydantic payload converter, built once per process.
+
+    The SDK makes a new data converter, and with it a new payload converter, for every workflow
+    activation and every workflow run: a fresh composite of encoders and an empty cache of pydantic
+    ``TypeAdapter``s each time (6 % of a worker's CPU on a tool turn, and every run rebuilt the
+    adapters of the types it decodes). The converter is stateless apart from that cache, which is
+    thread-safe, so every construction hands back the one shared instance. Payloads are byte for
+    byte those of ``temporalio.contrib.pydantic.pydantic_data_converter``.
+    """
+
+    _shared: ClassVar[AgentcorePayloadConverter | None] = None
+
+    def __new__(cls) -> AgentcorePayloadConverter:
+        shared = cls.__dict__.get("_shared")
+        if shared is None:
+            shared = super().__new__(cls)
+            PydanticPayloadConverter.__init__(shared)
+            cls._shared = shared
+        return shared
+
+    def __init__(self) -> None:
+        pass  # built once, in __new__
+
+    def with_context(self, context: SerializationContext) -> AgentcorePayloadConverter:
+        # None of its encoders reads the context; cloning would hand out the shared instance anyway.
+        return self
+
+
 # Every payload (workflow input, activity results, events) is a pydantic model.
-DATA_CONVERTER = pydantic_data_converter
+DATA_CONVERTER = DataConverter(payload_converter_class=AgentcorePayloadConverter)
 
 
 def default_data_converter() -> DataConverter:

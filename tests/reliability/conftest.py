@@ -235,7 +235,7 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
 
 def replayer() -> Replayer:
     return Replayer(
-        workflows=[ConversationWorkflow], data_converter=DATA_CONVERTER, workflow_runner=workflow_runner()
+        workflows=[ConversationWorkflow], data_converter=DATA_CONVERTER, workflow_runner=workflow_runner(DATA_CONVERTER)
     )
 
 
