@@ -85,3 +85,48 @@ async def test_get_state_shows_the_message_being_streamed(temporal_client: Clien
         assert partial_texts, "a query mid-stream sees the partial text"
         assert all(final.startswith(p) for p in partial_texts)
         assert any(len(p) < len(final) for p in partial_texts)
+
+
+async def test_a_watched_local_tool_turn_answers_each_poll_once(temporal_client: Client, tmp_path: Path) -> None:
+    """Events wait for a local tool to return: a subscriber gets the model's tool call and the tool's
+    result in one poll answer (not one before the tool and one after), and misses nothing."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        if context.messages[-1].role == "user":
+            return tool_calls([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})])
+        return text("done")
+
+    turns = 4
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("held", AgentOptions(model=scripted_model(), tools=["add"]))
+        offset = await agent.event_offset()
+        history_before = len((await agent.handle.fetch_history()).events)
+        for index in range(turns):
+            watcher = asyncio.create_task(collect_run(agent, offset))
+            await asyncio.sleep(0.2)  # the subscriber's poll is waiting when the prompt lands
+            await agent.prompt(f"add {index}")
+            events = await watcher
+            types = [event.type for event in events]
+            assert types.count("tool_execution_end") == 2 and types[-1] == "agent_end"
+            offset = await agent.event_offset()
+        history = (await agent.handle.fetch_history()).events[history_before:]
+    # Per turn the workflow publishes when the prompt is accepted, when the first model call returns
+    # (its tool calls run locally in that same workflow task) and when the second returns: at most
+    # three answers. Answering before the local tools ran made a fourth in every turn.
+    answered = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
+        and e.workflow_execution_update_completed_event_attributes.outcome.HasField("success")
+    ]
+    prompts = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        and e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name == "prompt"
+    ]
+    assert len(prompts) == turns
+    assert len(answered) - len(prompts) <= 3 * turns, f"{len(answered) - len(prompts)} poll answers"

@@ -13,6 +13,7 @@ this module for every run.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import Any
 
@@ -92,6 +93,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
         self._streaming_from = 0
+        self._unreleased = []
+        self.local_activities = 0
         self.compacting = False
 
     @workflow.run
@@ -108,6 +111,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 )
         self.initialized = True
         self._set_details()
+        self._releaser = asyncio.create_task(self._release_when_waiting(), name="release events")
         while True:
             await workflow.wait_condition(
                 lambda: (
@@ -185,7 +189,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             if isinstance(event.message, AssistantMessage):
                 self.streaming_message = event.message
                 # Deltas published from here on (by the model activity) rebuild the partial on query.
-                self._streaming_from = self.stream._on_offset() + 1
+                self._streaming_from = self._next_event_offset() + 1
         elif event.type == "message_end":
             self.streaming_message = None
             written = self.runtime.written_message
@@ -230,6 +234,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         )
 
     async def _continue_as_new(self) -> None:
+        self._release_events()
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.pending_run is not None:
@@ -237,6 +242,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             # WorkflowStream has no public way to undo ``detach_pollers``), roll over after.
             self.stream._detaching = False
             return
+        self._release_events()
         self._truncate_events(
             keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes // 4
         )

@@ -49,6 +49,9 @@ LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
 TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
 LOCAL_TOOL_ACTIVITY = "tools.execute_local"  # don't rename: recorded in histories
 PATCH_LOCAL_TOOLS = "local-tools-v1"
+# Events wait for a local tool to return before subscribers' polls see them (one poll answer per tool
+# call instead of two). Moving a poll's answer past the tool's marker changes the command order.
+PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
 
 
 class TemporalRuntime:
@@ -198,6 +201,9 @@ class TemporalRuntime:
                 summary=summary,
             )
         remove = signal.add_listener(handle.cancel)
+        hold = local and workflow.patched(PATCH_HOLD_EVENTS)
+        if hold:
+            self.conversation.local_activities += 1
         try:
             outcome = await handle
             if isinstance(outcome, LocalToolResult):
@@ -222,6 +228,8 @@ class TemporalRuntime:
             return error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {_describe_failure(err)}')
         finally:
             remove()
+            if hold:
+                self.conversation.local_activities -= 1
 
 
 def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"], text: str) -> StreamError:

@@ -6,6 +6,7 @@ in ``commands.py`` and ``tree.py`` as if they were written on ``ConversationWork
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -87,12 +88,37 @@ class ConversationState:
     compacting: bool
     _indexed: tuple[Any, ...] | None
     _streaming_from: int
+    _unreleased: list[Any]
+    _releaser: asyncio.Task[None]
+    local_activities: int
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
             # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
             event = event.model_copy(update={"message": None})
-        self.events.publish(event)
+        self._unreleased.append(event)
+
+    def _next_event_offset(self) -> int:
+        return self.stream._on_offset() + len(self._unreleased)
+
+    def _release_events(self) -> None:
+        """Move published events into the stream, where subscribers' polls see them."""
+        unreleased, self._unreleased = self._unreleased, []
+        for event in unreleased:
+            self.events.publish(event)
+
+    async def _release_when_waiting(self) -> None:
+        """Release events whenever the workflow waits, except on a local activity.
+
+        Conditions are checked only once the workflow has nothing left to run, so this releases at
+        the point where the workflow blocks. While a local activity (a short tool) runs, the workflow
+        task stays open: a poll answered then reaches its subscriber no sooner than one answered after
+        the tool, but costs one workflow task more (the subscriber's next poll). Holding the events
+        until the tool returns gives one answer per tool call instead of two.
+        """
+        while True:
+            await workflow.wait_condition(lambda: bool(self._unreleased) and not self.local_activities)
+            self._release_events()
 
     def _take_steering(self) -> list[Message]:
         return self._take(self.steering, self.config.steering_mode)

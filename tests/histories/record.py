@@ -105,6 +105,31 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
+    """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history."""
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user" and "add" in last.text:
+            return tool_calls([("add", {"a": 2, "b": 3}), ("add", {"a": 1, "b": 1})])
+        return text(f"reply to {last.role}")
+
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("streaming", AgentOptions(model=scripted_model(), tools=["add"]))
+        offset = await agent.event_offset()
+        for i in range(4):
+            watcher = asyncio.create_task(collect_run(agent, offset))
+            await asyncio.sleep(0.2)  # the subscriber's poll is waiting before the prompt lands
+            await agent.prompt(f"please add {i}")
+            events = await watcher
+            assert events[-1].type == "agent_end", events[-1]
+            offset = await agent.event_offset()
+        history = await agent.handle.fetch_history()
+        histories["streaming-run1"] = history.to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -113,7 +138,7 @@ async def main() -> None:
     )
     try:
         only = sys.argv[1:]
-        recorders = {"tools-and-steering": record_all, "tree": record_tree}
+        recorders = {"tools-and-steering": record_all, "tree": record_tree, "streaming": record_streaming}
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
             if only and name not in only:
