@@ -28,7 +28,7 @@ from activities.compaction import BranchActivities, CompactionActivities
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
-from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
+from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free, skip_no_op_payload_visits
 from agentcore.tools import AgentTool, ToolRegistry
 from workflows import ConversationWorkflow
 from workflows.policies import HEARTBEAT_THROTTLE
@@ -61,6 +61,7 @@ def create_worker(
     the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
     """
     client = ensure_data_converter(client)
+    skip_no_op_payload_visits()
     registry = ToolRegistry(list(tools))
     store = SessionStore(sessions_dir)
     llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)

@@ -6,7 +6,8 @@
 ``loopback``: the real OpenAI provider over HTTP (the model's ``base_url`` names the loopback
 server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
 HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
-``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost.
+``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost and
+``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ async def main(args: argparse.Namespace) -> None:
         from temporalio.worker import UnsandboxedWorkflowRunner
 
         options["workflow_runner"] = UnsandboxedWorkflowRunner()
+    sdk_payload_passes = options.pop("sdk_payload_passes", False)
     worker = create_worker(
         client,
         task_queue=args.task_queue,
@@ -99,6 +101,12 @@ async def main(args: argparse.Namespace) -> None:
         stream_fn=stream_fn,
         **options,
     )
+    if sdk_payload_passes:
+        # Measurement only: what the SDK's no-op payload passes cost (agentcore skips them).
+        import temporalio.bridge.worker as bridge
+
+        for name in ("decode_activation", "encode_completion"):
+            setattr(bridge, name, getattr(bridge, name).__wrapped__)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
