@@ -76,9 +76,12 @@ class LlmActivities:
         info = activity.info()
 
         def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
-            storage.append_entries(inp.entries)
+            # Not synced yet: the workflow keeps these entries until this activity succeeds, and
+            # every successful return below syncs first (the result's append, or ``sync()``).
+            storage.append_entries(inp.entries, sync=False)
             done = storage.get_entry(inp.result_entry_id)
             if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
+                storage.sync()
                 return done.message
             context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
             return LlmContext(
@@ -100,6 +103,7 @@ class LlmActivities:
                 raise retry
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
+                await self.store.write(inp.session_id, None, lambda storage: storage.sync())
                 return StreamResult(message=message, overflow=True)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
             stored = await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))

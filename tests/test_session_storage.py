@@ -444,3 +444,31 @@ def test_reacquire_refuses_a_replaced_file_and_a_held_lock(tmp_path: Path) -> No
     JsonlSessionStorage.create(path, cwd="/").close()
     assert kept.reacquire() is False
     kept.close()
+
+
+def test_unsynced_appends_ride_on_the_next_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    storage = JsonlSessionStorage.create(tmp_path / "s.jsonl", cwd="/")
+    storage.append_entries([_user("held")], sync=False)
+    storage.release()  # a release syncs only what the policy left pending, not what the caller holds
+    assert synced == []
+    assert storage.reacquire()
+    storage.append_entry(_user("synced"))
+    assert len(synced) == 1  # one fsync made both appends durable
+    storage.append_entries([_user("held again")], sync=False)
+    storage.sync()
+    assert len(synced) == 2
+    storage.sync()  # nothing pending
+    assert len(synced) == 2
+    storage.close()
+    with JsonlSessionStorage.open(tmp_path / "s.jsonl") as reader:
+        assert [m.text for m in reader.build_context().messages] == ["held", "synced", "held again"]

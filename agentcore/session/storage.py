@@ -179,6 +179,8 @@ class JsonlSessionStorage:
         self._tail: TailState = "clean"
         self._unsynced = 0
         self._first_unsynced_at = 0.0
+        # Appends made with ``sync=False``: flushed by the next synced append, ``sync()`` or close.
+        self._deferred = 0
         self._released = False  # a writer between ``release`` and ``reacquire``: no appends
 
     # ------------------------------------------------------------------------------- construction
@@ -288,7 +290,7 @@ class JsonlSessionStorage:
             if self._fd is None:
                 return
             try:
-                if self.writer and self._unsynced:
+                if self.writer and (self._unsynced or self._deferred):
                     os.fsync(self._fd)
             finally:
                 os.close(self._fd)  # also releases the flock
@@ -299,7 +301,8 @@ class JsonlSessionStorage:
         return self._fd is None
 
     def release(self) -> None:
-        """Writer: sync, then give up the file lock but keep the index; ``reacquire`` resumes.
+        """Writer: sync (not ``sync=False`` appends: their caller syncs), give up the file lock but keep
+        the index; ``reacquire`` resumes.
 
         A process that writes a session now and then (an activity worker) keeps its parsed index
         instead of reading the whole file again for every write, while any other process may take
@@ -600,13 +603,18 @@ class JsonlSessionStorage:
         """Append one entry; see ``append_entries``."""
         return self.append_entries([entry])[0]
 
-    def append_entries(self, entries: Iterable[SessionEntry | Mapping[str, Any]]) -> list[SessionEntry]:
+    def append_entries(
+        self, entries: Iterable[SessionEntry | Mapping[str, Any]], *, sync: bool = True
+    ) -> list[SessionEntry]:
         """Append entries in one write (and at most one fsync); return them as stored.
 
         A missing ``id`` becomes a uuid4 hex, a missing ``timestamp`` the wall clock, a missing
         ``parent_id`` the current leaf (for the first entry of the batch; each next one hangs from the
         one before). An entry whose id is already in the file is not written again: the stored one is
         returned, so a retried activity is harmless. The batch counts as one write for rate limiting.
+
+        ``sync=False`` leaves the fsync to the next synced append or ``sync()`` (one fsync covers
+        every byte written before it): for a caller that keeps its own copy until then.
         """
         batch = [_coerce(entry) for entry in entries]
         self._limit_write()
@@ -641,7 +649,10 @@ class JsonlSessionStorage:
                 # retry does not write them twice, and note a torn tail for the next append.
                 self._read_new()
                 raise
-            self._after_write()
+            if sync:
+                self._after_write()
+            else:
+                self._deferred += 1
             line_number = self._line_count + (1 if self._tail == "torn" else 0)
             for entry, raw in staged.values():
                 line_number += 1
@@ -684,11 +695,12 @@ class JsonlSessionStorage:
         # fdatasync also persists the size change an append makes; the inode times are not needed.
         os.fdatasync(fd)
         self._unsynced = 0
+        self._deferred = 0
 
     def sync(self) -> None:
         """Force appended entries to disk now (for ``FsyncPolicy.batched``)."""
         with self._lock:
-            if self._unsynced:
+            if self._unsynced or self._deferred:
                 self._sync_now()
 
     # -------------------------------------------------------------------------------------- guards
