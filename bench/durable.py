@@ -79,7 +79,8 @@ async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> l
 
 
 async def single(model_kind: str = "loopback", turns: int = 100, **options: Any) -> list[Row]:
-    section = f"1. one conversation ({model_kind})"
+    remote = float(options.get("worker_options", {}).get("tool_timeout_seconds", 5)) > 10
+    section = f"1. one conversation ({model_kind}{', remote tool activity' if remote else ''})"
     async with stack(model=model_kind, **options) as s:
         agent = await s.start_agent()
         clock = await TurnClock(agent).start()

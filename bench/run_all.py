@@ -33,6 +33,7 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
     return {
         "single": lambda o: durable.single("loopback", **o),
         "single-scripted": lambda o: durable.single("scripted", **o),
+        "single-remote-tool": lambda o: durable.single("loopback", **_with_worker(o, tool_timeout_seconds=120)),
         "concurrent": lambda o: durable._concurrent(**o),
         "burst": lambda o: durable.burst(**o),
         "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
@@ -44,10 +45,15 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
     }
 
 
+def _with_worker(options: dict[str, Any], **worker: Any) -> dict[str, Any]:
+    return {**options, "worker_options": {**options.get("worker_options", {}), **worker}}
+
+
 # Diagnostics outside the default run (``--only``): the burst without streaming subscribers.
 DEFAULT = [
     "single",
     "single-scripted",
+    "single-remote-tool",
     "concurrent",
     "burst",
     "burst-scripted",

@@ -7,7 +7,8 @@
 server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
 HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
 ``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost and
-``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips.
+``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips, and
+``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one).
 """
 
 from __future__ import annotations
@@ -36,18 +37,20 @@ async def _noop(tool_call_id: str, args: NoopArgs, signal: Any, on_update: Any) 
     return AgentToolResult.text("ok")
 
 
-# BENCH_TOOL_TIMEOUT=5 makes the tool short enough to run as a local activity (limits.local_tool_max_seconds).
-NOOP = AgentTool(
-    name="noop",
-    description="Do nothing.",
-    parameters=NoopArgs,
-    execute=_noop,
-    **(
-        {"timeout_seconds": float(os.environ["BENCH_TOOL_TIMEOUT"])}
-        if "BENCH_TOOL_TIMEOUT" in os.environ
-        else {}
-    ),
-)
+def noop_tool(timeout_seconds: float = 5.0) -> AgentTool:
+    """The bench's tool. Declared short (5 s) it runs as a local activity, as a quick tool does
+    (``ConversationLimits.local_tool_max_seconds``); 120 s (an ``AgentTool``'s default timeout,
+    worker option ``tool_timeout_seconds``) makes it a remote activity, as a long-running tool is."""
+    return AgentTool(
+        name="noop",
+        description="Do nothing.",
+        parameters=NoopArgs,
+        execute=_noop,
+        timeout_seconds=timeout_seconds,
+    )
+
+
+NOOP = noop_tool()
 
 
 def scripted_turn(context: LlmContext) -> Reply:
@@ -93,10 +96,11 @@ async def main(args: argparse.Namespace) -> None:
 
         options["workflow_runner"] = UnsandboxedWorkflowRunner()
     sdk_payload_passes = options.pop("sdk_payload_passes", False)
+    tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
     worker = create_worker(
         client,
         task_queue=args.task_queue,
-        tools=[NOOP],
+        tools=[tool],
         sessions_dir=args.sessions_dir,
         stream_fn=stream_fn,
         **options,
