@@ -7,8 +7,9 @@ Signals; state is read through Queries. Every loop event goes to a Workflow Stre
 
 Determinism: ids and time come from ``workflow.uuid4()`` / ``workflow.now()`` (through
 ``TemporalRuntime`` and ``Transcript``), so a replay rebuilds the same entries with the same ids.
-Pydantic models live in ``agentcore`` (passed through), never in this module: the sandbox re-executes
-this module for every run.
+Pydantic models live in ``agentcore``, never in this package. The agentcore worker passes this package
+through the sandbox (imported once per process); a runner that does not would re-execute it for every
+run, building its models again each time.
 """
 
 from __future__ import annotations
