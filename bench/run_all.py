@@ -33,7 +33,9 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
     return {
         "single": lambda o: durable.single("loopback", **o),
         "single-scripted": lambda o: durable.single("scripted", **o),
-        "single-remote-tool": lambda o: durable.single("loopback", **_with_worker(o, tool_timeout_seconds=120)),
+        "single-remote-tool": lambda o: durable.single(
+            "loopback", **_with_worker(o, tool_timeout_seconds=120)
+        ),
         "concurrent": lambda o: durable._concurrent(**o),
         "burst": lambda o: durable.burst(**o),
         "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
@@ -64,9 +66,25 @@ DEFAULT = [
 ]
 
 
+def machine_speed() -> durable.Row:
+    """Pure-Python speed of this machine right now: the figures scale with it (a shared 2-core VM
+    varies by a third from hour to hour), so runs are compared through it."""
+    samples = []
+    for _ in range(3):
+        started = time.process_time()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        samples.append(time.process_time() - started)
+    median = sorted(samples)[1]
+    return durable.Row(
+        "0. machine", "CPU time of a 2M-iteration Python loop (median of 3)", f"{median * 1000:.0f} ms"
+    )
+
+
 async def run(names: list[str], options: dict[str, Any]) -> list[durable.Row]:
     table = scenarios()
-    rows: list[durable.Row] = []
+    rows: list[durable.Row] = [machine_speed()]
     for name in names:
         started = time.perf_counter()
         print(f"[{name}] ...", file=sys.stderr, flush=True)

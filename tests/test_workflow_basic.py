@@ -87,7 +87,9 @@ async def test_get_state_shows_the_message_being_streamed(temporal_client: Clien
         assert any(len(p) < len(final) for p in partial_texts)
 
 
-async def test_a_watched_local_tool_turn_answers_each_poll_once(temporal_client: Client, tmp_path: Path) -> None:
+async def test_a_watched_local_tool_turn_answers_each_poll_once(
+    temporal_client: Client, tmp_path: Path
+) -> None:
     """Events wait for a local tool to return: a subscriber gets the model's tool call and the tool's
     result in one poll answer (not one before the tool and one after), and misses nothing."""
     import asyncio

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import temporalio.bridge.proto.workflow_activation
-import temporalio.bridge.worker
 import temporalio.bridge.proto.workflow_completion
+import temporalio.bridge.worker
 import temporalio.converter._extstore
 import temporalio.workflow
 from temporalio.converter import (
