@@ -277,8 +277,13 @@ def _tool_spans(events: list[Any]) -> list[float]:
 
 
 async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -> list[Row]:
+    """Remote tool activities: first scheduled -> the workflow task that sees the last result. Local
+    ones (a short tool) leave no schedule event: their whole tool turn is timed instead."""
+    section = "3. tool execution overhead (no-op tool)"
     rows = []
-    async with stack(model=model_kind, **options) as s:
+    worker = options.pop("worker_options", {})
+    remote = {"worker_options": {**worker, "tool_timeout_seconds": 120}}
+    async with stack(model=model_kind, **options, **remote) as s:
         for batch in (1, 5, 10):
             agent = await s.start_agent()
             clock = await TurnClock(agent).start()
@@ -287,14 +292,16 @@ async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -
             await clock.stop()
             history = await _history(s, agent.session_id)
             spans = _tool_spans(list(history.events))[3:]
-            rows.append(
-                _lat_row(
-                    "3. tool execution overhead (no-op tool)",
-                    f"batch of {batch}: scheduled -> results seen",
-                    spans,
-                    5.0,
-                )
-            )
+            rows.append(_lat_row(section, f"remote, batch of {batch}: scheduled -> results seen", spans, 5.0))
+    async with stack(model=model_kind, **options, worker_options=worker) as s:
+        for batch in (1, 5, 10):
+            agent = await s.start_agent()
+            clock = await TurnClock(agent).start()
+            for _ in range(3):
+                await clock.turn(f"/tools {batch}")
+            samples = [await clock.turn(f"/tools {batch}") for _ in range(turns)]
+            await clock.stop()
+            rows.append(_lat_row(section, f"local, batch of {batch}: whole tool turn", samples, 5.0))
     return rows
 
 
