@@ -3,7 +3,7 @@
 For every payload of every workflow activation and completion (each is visited three times: codec,
 external storage, reference payloads) the SDK asks the workflow instance which serialization context
 applies. Inside the sandbox each such question is an ``exec`` of a source string under the sandbox's
-import hooks: profiled on a tool turn, 17 % of the worker's CPU went there. The answer only matters
+import hooks: 17 % of the worker's samples in a py-spy profile of tool turns. The answer only matters
 to converters and codecs that implement ``WithSerializationContext``. When the worker's data
 converter ignores the context (agentcore's pydantic converter, with or without its encryption codec),
 :class:`ContextFreeSandboxedRunner` answers without entering the sandbox; the workflow code itself
@@ -12,7 +12,8 @@ still runs sandboxed, with the same restrictions.
 :func:`skip_no_op_payload_visits` removes the other per-activation toll: the SDK walks every
 activation and completion three times each (codec, external storage, storage references), awaiting a
 call per payload, even when the converter has neither a codec nor external storage and every call
-returns its input (14 % of a worker's CPU on a tool turn).
+returns its input (14 % of the samples in the same profile; the bench's A/B could not tell its gain
+from run-to-run noise, so it is kept for being free, not for a measured figure).
 """
 
 from __future__ import annotations
