@@ -131,8 +131,10 @@ class LlmActivities:
         state: dict[str, Any] = {"final": None, "partial": None, "deltas": 0, "retry": None}
 
         async def consume() -> None:
+            # No heartbeat per event: the ticker beats once the call outlives one publish interval.
+            # A call that ends sooner sends none (a first heartbeat goes out at once, and each one
+            # is a history write on the server, two per tool turn for nothing).
             async for event in self._stream_fn()(inp.model, context, options):
-                activity.heartbeat()
                 if isinstance(event, StreamDone):
                     state["final"] = event.message
                 elif isinstance(event, StreamError):
