@@ -439,6 +439,57 @@ async def history(
     return rows
 
 
+# ------------------------------------------------------------------------- 8. server work per turn
+
+
+def _server_counters(s: Stack) -> dict[str, float]:
+    """The dev server's request counters (Prometheus), by operation, frontend and history summed."""
+    import re
+    import urllib.request
+
+    banner = (s.workdir / "server.log").read_text()
+    url = re.search(r"Temporal Metrics:\s+(\S+)", banner)
+    if url is None:
+        return {}
+    text = urllib.request.urlopen(url.group(1), timeout=5).read().decode()
+    counters: dict[str, float] = {}
+    for name, labels, value in re.findall(
+        r"^(service_requests|persistence_requests)\{(.*)\} (\S+)$", text, re.M
+    ):
+        operation = re.search(r'operation="([^"]+)"', labels)
+        key = f"{name.split('_')[0]} {operation.group(1) if operation else '?'}"
+        counters[key] = counters.get(key, 0.0) + float(value)
+    return counters
+
+
+async def server_ops(turns: int = 40, model_kind: str = "scripted", **options: Any) -> list[Row]:
+    """Requests the server handles per watched tool turn (frontend and history services counted
+    together): a count, so unlike CPU figures it hardly moves with the machine's speed."""
+    section = f"8. server requests per tool turn ({model_kind})"
+    async with stack(model=model_kind, **options) as s:
+        agent = await s.start_agent()
+        clock = await TurnClock(agent).start()
+        for _ in range(5):
+            await clock.turn("/tools 1")
+        await asyncio.sleep(2)  # the server reports its counters every second
+        before = _server_counters(s)
+        for _ in range(turns):
+            await clock.turn("/tools 1")
+        await asyncio.sleep(2)
+        after = _server_counters(s)
+        await clock.stop()
+    per_turn = {key: (after[key] - before.get(key, 0.0)) / turns for key in after}
+    keep = [
+        "service RespondWorkflowTaskCompleted",
+        "service UpdateWorkflowExecution",
+        "service RecordActivityTaskHeartbeat",
+        "service RespondActivityTaskCompleted",
+        "persistence UpdateWorkflowExecution",
+        "persistence ReadHistoryBranch",
+    ]
+    return [Row(section, key, f"{per_turn.get(key, 0.0):.2f}") for key in keep]
+
+
 # ----------------------------------------------------------------------------------- 6. deltas
 
 

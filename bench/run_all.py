@@ -44,6 +44,7 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
         "recovery": lambda o: durable.recovery(**o),
         "history": lambda o: durable.history(**o),
         "deltas": lambda o: durable.deltas(**o),
+        "server-ops": lambda o: durable.server_ops(**o),
     }
 
 
@@ -63,6 +64,7 @@ DEFAULT = [
     "recovery",
     "history",
     "deltas",
+    "server-ops",
 ]
 
 
