@@ -78,14 +78,19 @@ async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> l
     return samples
 
 
+async def _warm_clock(s: Stack, warmup: int) -> TurnClock:
+    """A new conversation with its subscriber, past its first ``warmup`` tool turns."""
+    clock = await TurnClock(await s.start_agent()).start()
+    for _ in range(warmup):
+        await clock.turn("/tools 1")
+    return clock
+
+
 async def single(model_kind: str = "loopback", turns: int = 100, **options: Any) -> list[Row]:
     remote = float(options.get("worker_options", {}).get("tool_timeout_seconds", 5)) > 10
     section = f"1. one conversation ({model_kind}{', remote tool activity' if remote else ''})"
     async with stack(model=model_kind, **options) as s:
-        agent = await s.start_agent()
-        clock = await TurnClock(agent).start()
-        for _ in range(10):
-            await clock.turn("/tools 1")
+        clock = await _warm_clock(s, 10)
         before = s.cpu()
         samples = [await clock.turn("/tools 1") for _ in range(turns)]
         after = s.cpu()
@@ -281,9 +286,9 @@ async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -
     ones (a short tool) leave no schedule event: their whole tool turn is timed instead."""
     section = "3. tool execution overhead (no-op tool)"
     rows = []
-    worker = options.pop("worker_options", {})
-    remote = {"worker_options": {**worker, "tool_timeout_seconds": 120}}
-    async with stack(model=model_kind, **options, **remote) as s:
+    worker: dict[str, Any] = options.pop("worker_options", {})
+    remote = {**worker, "tool_timeout_seconds": 120}
+    async with stack(model=model_kind, worker_options=remote, **options) as s:
         for batch in (1, 5, 10):
             agent = await s.start_agent()
             clock = await TurnClock(agent).start()
@@ -467,10 +472,7 @@ async def server_ops(turns: int = 40, model_kind: str = "scripted", **options: A
     together): a count, so unlike CPU figures it hardly moves with the machine's speed."""
     section = f"8. server requests per tool turn ({model_kind})"
     async with stack(model=model_kind, **options) as s:
-        agent = await s.start_agent()
-        clock = await TurnClock(agent).start()
-        for _ in range(5):
-            await clock.turn("/tools 1")
+        clock = await _warm_clock(s, 5)
         await asyncio.sleep(2)  # the server reports its counters every second
         before = _server_counters(s)
         for _ in range(turns):
