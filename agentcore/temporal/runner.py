@@ -116,6 +116,8 @@ def skip_no_op_payload_visits() -> bool:
 
     Process-wide and idempotent; a worker whose converter has a codec or external storage still gets
     every pass. Returns False (and changes nothing) if this SDK version lays the passes out otherwise.
+    One check goes with the skipped passes: a payload a client stored externally reaching a worker
+    without external storage fails to decode as that payload's type instead of with TMPRL1105.
     """
     bridge = temporalio.bridge.worker
     names = ("decode_activation", "encode_completion")
