@@ -150,4 +150,4 @@ class ToolRegistry:
     def describe(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
         """Specs for ``names`` in order, and the names nobody registered."""
         specs = [self._specs[name] for name in names if name in self._specs]
-        return specs, [name for name in names if name not in self._tools]
+        return specs, [name for name in names if name not in self._specs]

@@ -112,6 +112,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 )
         self.initialized = True
         self._set_details()
+        # Held here: the event loop keeps only a weak reference to a task.
         self._releaser = asyncio.create_task(self._release_when_waiting(), name="release events")
         while True:
             await workflow.wait_condition(
