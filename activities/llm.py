@@ -27,7 +27,7 @@ from temporalio.exceptions import ApplicationError
 
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
-from agentcore.protocol import EVENTS_TOPIC, StreamInput, StreamResult
+from agentcore.protocol import EVENTS_TOPIC, SIGNAL_MODEL_WAITING, StreamInput, StreamResult
 from agentcore.providers.errors import is_context_overflow
 from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
@@ -209,7 +209,8 @@ class _DeltaPublisher:
     """Batches deltas into stream signals, but only once a call outlives one interval.
 
     A call that finishes within the first interval publishes nothing: the workflow derives the deltas
-    from the final message, saving a signal (and a workflow task) per model call.
+    from the final message, saving a signal (and a workflow task) per model call. One still quiet at
+    its first tick signals ``model_waiting`` instead, so the workflow stops holding the turn's events.
     """
 
     def __init__(self, interval: timedelta) -> None:
@@ -231,8 +232,22 @@ class _DeltaPublisher:
         self.pending.append(event)
 
     async def tick(self) -> None:
+        first = not self.started
         self.started = True
+        if first and not self.pending:
+            await self._announce_waiting()
         await self._send()
+
+    async def _announce_waiting(self) -> None:
+        """Tell the workflow this call is slow to stream: it holds the turn's events until then."""
+        info = activity.info()
+        if info.workflow_id is None:
+            return
+        try:
+            handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+            await handle.signal(SIGNAL_MODEL_WAITING)
+        except Exception as err:  # the workflow then releases them with the result: later, not lost
+            activity.logger.warning("model_waiting signal failed: %s", err)
 
     async def _send(self) -> None:
         if not self.pending:

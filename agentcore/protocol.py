@@ -37,6 +37,8 @@ UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
+# Sent by a model activity that has streamed nothing one publish interval in (see ``llm.stream``).
+SIGNAL_MODEL_WAITING = "model_waiting"
 QUERY_STATE = "get_state"
 QUERY_MESSAGES = "get_messages"
 QUERY_STATS = "get_session_stats"

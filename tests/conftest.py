@@ -8,7 +8,12 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
+from agentcore.temporal import (
+    DATA_CONVERTER,
+    dynamic_config_args,
+    find_temporal_binary,
+    search_attribute_keys,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,6 +44,7 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=binary,
         search_attributes=list(search_attribute_keys().values()),
         dev_server_log_level="error",
+        dev_server_extra_args=dynamic_config_args(),
     )
     try:
         yield env

@@ -63,7 +63,8 @@ SCENARIOS = [
     ),
     Scenario(
         "follow_up",
-        _model([text("First answer."), text("Second answer.")]),
+        # A model that takes a moment, as a real one does: the follow-up lands while it answers.
+        _model([text("First answer."), text("Second answer.")], delay=0.3),
         triggers=[("message_start", 1, "follow_up", "And another thing.")],
     ),
     Scenario(

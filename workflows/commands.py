@@ -187,6 +187,11 @@ class CommandHandlers(ConversationState):
             self.abort_signal.abort(request.reason or "aborted by user")
             self._set_details()
 
+    @workflow.signal(name="model_waiting")
+    def model_waiting(self) -> None:
+        # The model call in flight is slow to stream: subscribers get what is held now.
+        self.model_hold = False
+
     @workflow.query(name="get_state")
     def get_state(self) -> DurableState:
         return DurableState(

@@ -54,6 +54,8 @@ from .runtime import TemporalRuntime
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
+# The signal ``WorkflowStreamClient`` publishes with (``temporalio.contrib.workflow_streams``).
+STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -62,6 +64,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC)
+        # Replaces the stream's own publish handler: external publishes must follow held events.
+        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._on_stream_publish)
         self.session_id = inp.session_id
         self.config = inp.config
         self.limits = inp.limits
@@ -96,6 +100,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._streaming_from = 0
         self._unreleased = []
         self.local_activities = 0
+        self.model_hold = False
         self.compacting = False
 
     @workflow.run

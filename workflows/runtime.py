@@ -52,6 +52,9 @@ PATCH_LOCAL_TOOLS = "local-tools-v1"
 # Events wait for a local tool to return before subscribers' polls see them (one poll answer per tool
 # call instead of two). Moving a poll's answer past the tool's marker changes the command order.
 PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
+# Events also wait while a model call has streamed nothing (one poll answer per quick model call
+# instead of two; see ``ConversationState._release_when_waiting``).
+PATCH_HOLD_OVER_MODEL = "hold-events-over-model-calls-v1"
 
 
 class TemporalRuntime:
@@ -130,6 +133,7 @@ class TemporalRuntime:
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
         )
         opts = policies.llm_call(conversation.limits)
+        hold = workflow.patched(PATCH_HOLD_OVER_MODEL)
         handle = workflow.start_activity(
             LLM_ACTIVITY,
             activity_input,
@@ -142,9 +146,11 @@ class TemporalRuntime:
         )
         signal: AbortSignal | None = options.signal
         remove = signal.add_listener(handle.cancel) if signal is not None else None
+        conversation.model_hold = hold
         try:
             result: StreamResult = await handle
         finally:
+            conversation.model_hold = False
             if remove is not None:
                 remove()
         transcript.mark_written(entries)

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -91,6 +91,7 @@ class ConversationState:
     _unreleased: list[Any]
     _releaser: asyncio.Task[None]
     local_activities: int
+    model_hold: bool
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -108,17 +109,33 @@ class ConversationState:
             self.events.publish(event)
 
     async def _release_when_waiting(self) -> None:
-        """Release events whenever the workflow waits, except on a local activity.
+        """Release events whenever the workflow waits, except on a local activity or a quiet model call.
 
         Conditions are checked only once the workflow has nothing left to run, so this releases at
-        the point where the workflow blocks. While a local activity (a short tool) runs, the workflow
-        task stays open: a poll answered then reaches its subscriber no sooner than one answered after
-        the tool, but costs one workflow task more (the subscriber's next poll). Holding the events
-        until the tool returns gives one answer per tool call instead of two.
+        the point where the workflow blocks. Each released batch answers the subscribers' polls, and
+        each answer costs a workflow task more (to accept the subscriber's next poll), so events are
+        held while an answer now would reach nobody sooner, or be followed at once by another:
+
+        - while a local activity (a short tool) runs, the workflow task stays open, so an answer
+          leaves no sooner than one after the tool;
+        - while a model call has streamed nothing yet (``model_hold``): a quick call ends first, and
+          its result's workflow task carries both batches in one answer. A call that is still quiet
+          one publish interval in signals ``model_waiting``, and its first published delta releases
+          what is held ahead of itself (``_on_stream_publish``), so a slow model delays these events
+          by that interval (80 ms) at most.
         """
         while True:
-            await workflow.wait_condition(lambda: bool(self._unreleased) and not self.local_activities)
+            await workflow.wait_condition(
+                lambda: bool(self._unreleased) and not self.local_activities and not self.model_hold
+            )
             self._release_events()
+
+    def _on_stream_publish(self, payload: PublishInput) -> None:
+        """Events published from outside (model deltas, remote tool progress) go after the held ones."""
+        self.model_hold = False
+        if self._unreleased:
+            self._release_events()
+        self.stream._on_publish(payload)
 
     def _take_steering(self) -> list[Message]:
         return self._take(self.steering, self.config.steering_mode)

@@ -9,13 +9,14 @@ from .connect import (
     ensure_data_converter,
     search_attribute_keys,
 )
-from .devserver import DevServer, find_temporal_binary
+from .devserver import DevServer, dynamic_config_args, find_temporal_binary
 
 __all__ = [
     "DATA_CONVERTER",
     "DevServer",
     "connect",
     "default_data_converter",
+    "dynamic_config_args",
     "ensure_data_converter",
     "find_temporal_binary",
     "search_attribute_keys",

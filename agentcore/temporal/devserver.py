@@ -54,6 +54,23 @@ def _child_output(log_file: Path | None) -> Iterator[None]:
 # crashed server process loses nothing; only an OS crash or power cut can lose the newest commits.
 # Measured (bench/RESULTS.md): a tool turn's p50 208 -> 110 ms, server CPU 100 -> 71 ms per turn.
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+# ``--dynamic-config-value`` settings of the embedded server.
+DYNAMIC_CONFIG = (
+    "frontend.enableUpdateWorkflowExecution=true",
+    # A history shard reads its task queues (transfer: the workflow task that follows an activity
+    # result, a signal, a start; timer; visibility) at most 20 times a second by default, and the dev
+    # server has a single shard for every workflow. One conversation taking tool turns back to back
+    # needs more than that: after the rate limiter's burst is spent (~1 s), each activity result
+    # waited up to 50 ms for its workflow task, and turns took 100 ms instead of 40-60.
+    "history.transferProcessorMaxPollRPS=1000",
+    "history.timerProcessorMaxPollRPS=1000",
+    "history.visibilityProcessorMaxPollRPS=1000",
+)
+
+
+def dynamic_config_args() -> list[str]:
+    """``temporal server start-dev`` flags for ``DYNAMIC_CONFIG``."""
+    return [arg for value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", value)]
 
 
 class DevServer:
@@ -116,8 +133,7 @@ class DevServer:
                 # The dev server's defaults grow workflow task queues slowly under a burst; a conversation
                 # per workflow wants many small tasks handled promptly.
                 dev_server_extra_args=[
-                    "--dynamic-config-value",
-                    "frontend.enableUpdateWorkflowExecution=true",
+                    *dynamic_config_args(),
                     *codec_args,
                     *pragmas,
                     *self.extra_args,

@@ -17,7 +17,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from agentcore import AgentOptions
 from agentcore.protocol import ConversationLimits
-from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
+from agentcore.temporal import (
+    DATA_CONVERTER,
+    dynamic_config_args,
+    find_temporal_binary,
+    search_attribute_keys,
+)
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import add_tool, collect_run, running_worker, sleep_tool
 
@@ -106,7 +111,10 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
 
 
 async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
-    """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history."""
+    """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history.
+
+    Quick model calls (events held for their result), a call that streams its own deltas (the held
+    events released ahead of them), and a quiet one (released by its ``model_waiting`` signal)."""
 
     def respond(context):  # type: ignore[no-untyped-def]
         last = context.messages[-1]
@@ -114,14 +122,24 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
             return tool_calls([("add", {"a": 2, "b": 3}), ("add", {"a": 1, "b": 1})])
         return text(f"reply to {last.role}")
 
+    quick, streamed = ScriptedModel(respond), ScriptedModel(respond, chunks=3, delay=0.05)
+
+    async def stream(model, context, options):  # type: ignore[no-untyped-def]
+        prompt = next(m.text for m in reversed(context.messages) if m.role == "user")
+        if "quietly" in prompt:
+            await asyncio.sleep(0.3)
+        source = streamed if "stream" in prompt else quick
+        async for event in source(model, context, options):
+            yield event
+
     histories: dict[str, str] = {}
-    async with running_worker(client, workdir, ScriptedModel(respond), tools=[add_tool()]) as h:
+    async with running_worker(client, workdir, stream, tools=[add_tool()]) as h:
         agent = await h.agents.start("streaming", AgentOptions(model=scripted_model(), tools=["add"]))
         offset = await agent.event_offset()
-        for i in range(4):
+        for prompt in ["please add 0", "please add 1", "stream: please add", "quietly please add"]:
             watcher = asyncio.create_task(collect_run(agent, offset))
             await asyncio.sleep(0.2)  # the subscriber's poll is waiting before the prompt lands
-            await agent.prompt(f"please add {i}")
+            await agent.prompt(prompt)
             events = await watcher
             assert events[-1].type == "agent_end", events[-1]
             offset = await agent.event_offset()
@@ -135,6 +153,7 @@ async def main() -> None:
         data_converter=DATA_CONVERTER,
         dev_server_existing_path=find_temporal_binary(),
         search_attributes=list(search_attribute_keys().values()),
+        dev_server_extra_args=dynamic_config_args(),
     )
     try:
         only = sys.argv[1:]

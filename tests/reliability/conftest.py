@@ -29,7 +29,7 @@ from agentcore.messages import AssistantMessage, Message
 from agentcore.protocol import ConversationLimits, DurableState
 from agentcore.search_attributes import SEARCH_ATTRIBUTES
 from agentcore.session import JsonlSessionStorage
-from agentcore.temporal import DATA_CONVERTER, connect, find_temporal_binary
+from agentcore.temporal import DATA_CONVERTER, connect, dynamic_config_args, find_temporal_binary
 from agentcore.testing.scripted import scripted_model
 from worker import workflow_runner
 from workflows import ConversationWorkflow
@@ -235,7 +235,9 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
 
 def replayer() -> Replayer:
     return Replayer(
-        workflows=[ConversationWorkflow], data_converter=DATA_CONVERTER, workflow_runner=workflow_runner(DATA_CONVERTER)
+        workflows=[ConversationWorkflow],
+        data_converter=DATA_CONVERTER,
+        workflow_runner=workflow_runner(DATA_CONVERTER),
     )
 
 
@@ -278,8 +280,7 @@ class ServerProc:
             "--headless",
             "--log-level",
             "error",
-            "--dynamic-config-value",
-            "frontend.enableUpdateWorkflowExecution=true",
+            *dynamic_config_args(),
         ]
         for name, kind in SEARCH_ATTRIBUTES.items():
             argv += ["--search-attribute", f"{name}={kind}"]
