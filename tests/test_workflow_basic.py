@@ -120,6 +120,16 @@ async def test_a_quick_model_call_holds_events_for_its_result(
     # One answer per turn when both model calls end within the activity's first publish interval
     # (80 ms); a slow moment of the machine may add one. Without the hold it is three per turn.
     assert answers <= 2 * turns, f"{answers} poll answers in {turns} turns"
+    # Such a run ends before anyone could see it running: one upsert (idle, with its counts), not two.
+    status_upserts = [
+        e
+        for e in history
+        if "AgentStatus"
+        in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+    ]
+    assert turns <= len(status_upserts) <= turns + turns // 2, (
+        f"{len(status_upserts)} upserts in {turns} turns"
+    )
 
 
 async def test_a_quiet_model_call_releases_held_events_after_one_interval(
@@ -150,8 +160,15 @@ async def test_a_quiet_model_call_releases_held_events_after_one_interval(
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0.2)
         await agent.prompt("Hello?")
+        listed = []
+        for _ in range(10):  # visibility is eventually consistent; the model answers after 1.5 s
+            listed = await h.agents.list(f'AgentSessionId = "{agent.session_id}" AND AgentStatus = "running"')
+            if listed:
+                break
+            await asyncio.sleep(0.1)
         await asyncio.wait_for(watcher, 30)
     assert arrivals["agent_end"] - arrivals["turn_start"] > 1.0, arrivals
+    assert [s.session_id for s in listed] == ["quiet"], "a run still going after 80 ms is indexed as running"
 
 
 async def test_streamed_deltas_follow_the_events_held_before_them(

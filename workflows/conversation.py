@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime
+from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
@@ -101,6 +102,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._unreleased = []
         self.local_activities = 0
         self.model_hold = False
+        self._index_running = False
         self.compacting = False
 
     @workflow.run
@@ -155,7 +157,10 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
-        self._index()
+        if workflow.patched(PATCH_INDEX_RUNNING_WHEN_SEEN):
+            self._index_running = True
+        else:
+            self._index()
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -188,6 +193,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self.pending_tool_calls.clear()
             self._truncate_events()
             self._set_details()
+            self._index_running = False
             self._index()
 
     def _apply(self, event: AgentEvent) -> None:

@@ -50,6 +50,9 @@ SEEN_IDS_KEPT = 2_000
 # Search-attribute upserts are commands recorded in history; runs recorded before they existed have
 # none, so this marker keeps those histories replayable.
 PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
+# A run is indexed as ``running`` when its first events leave (see ``_release_when_waiting``), not
+# when it starts: a quick run then costs one upsert (``idle`` and its counts at the end), not two.
+PATCH_INDEX_RUNNING_WHEN_SEEN = "index-running-when-seen-v1"
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 
 
@@ -92,6 +95,7 @@ class ConversationState:
     _releaser: asyncio.Task[None]
     local_activities: int
     model_hold: bool
+    _index_running: bool
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -129,6 +133,11 @@ class ConversationState:
                 lambda: bool(self._unreleased) and not self.local_activities and not self.model_hold
             )
             self._release_events()
+            if self._index_running:
+                # A run whose events reach subscribers before it ends shows as running in the UI too;
+                # one that ends first (within a model call or two) goes straight to its idle upsert.
+                self._index_running = False
+                self._index()
 
     def _on_stream_publish(self, payload: PublishInput) -> None:
         """Events published from outside (model deltas, remote tool progress) go after the held ones."""
