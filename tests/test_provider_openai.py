@@ -472,3 +472,23 @@ async def test_finished_streams_return_their_connection_to_the_pool(server: Loop
         assert message.stop_reason == "stop"
     connections = shared_client()._transport._pool.connections  # type: ignore[attr-defined]
     assert len(connections) == 1 and connections[0].is_idle()
+
+
+async def test_the_shared_client_spares_httpcore_a_failed_import_per_lock(server: LoopbackServer):
+    """httpcore tries ``import sniffio`` for every lock and event it makes; without sniffio installed
+    the shared client marks it absent so that attempt fails at once, and requests work as before."""
+    import importlib.util
+    import sys
+
+    from httpcore._synchronization import current_async_library
+
+    from agentcore.providers.base import shared_client
+
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is not None:
+        pytest.skip("sniffio is installed: nothing to spare")
+    shared_client()
+    assert sys.modules["sniffio"] is None
+    assert current_async_library() == "asyncio"
+    server.enqueue(Script(text="still fine"))
+    _, message = await run(server.model())
+    assert message.text == "still fine" and message.stop_reason == "stop"
