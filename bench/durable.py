@@ -229,9 +229,10 @@ async def burst(
         _lat_row(label, "turn latency p50/p95/p99", samples),
         Row(
             label,
-            "CPU per turn: worker / server / clients",
+            "CPU per turn: worker / server / clients (/ model server)",
             f"{worker_ms:.1f} / {(after.server - before.server) / max(done, 1) * 1000:.1f} / "
-            f"{(after.clients - before.clients) / max(done, 1) * 1000:.1f} ms",
+            f"{(after.clients - before.clients) / max(done, 1) * 1000:.1f}"
+            f" / {(after.model - before.model) / max(done, 1) * 1000:.1f} ms",
             "worker <= 25 ms",
             worker_ms <= 25,
         ),

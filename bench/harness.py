@@ -51,6 +51,9 @@ class CpuMark:
     wall: float
     # This process: the clients (updates, signals, subscribers) and, for in-process runs, the agent.
     clients: float = 0.0
+    # The loopback model server's process (0 with the scripted model): not agentcore's cost, but it
+    # shares the machine's two cores with everything else.
+    model: float = 0.0
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Stack:
             cpu_seconds(self.server_pid),
             time.perf_counter(),
             time.process_time(),
+            cpu_seconds(self.loopback.pid) if self.loopback is not None else 0.0,
         )
 
     def worker_rss(self) -> int:
