@@ -94,7 +94,7 @@ class LlmActivities:
         if isinstance(prepared, AssistantMessage):
             return StreamResult(message=prepared)
 
-        publisher = _DeltaPublisher(self.publish_interval)
+        publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
         if info.attempt > 1:
             publisher.announce_retry(info.attempt)
         message, deltas, retry = await self._call_model(inp, prepared, publisher)
@@ -210,11 +210,13 @@ class _DeltaPublisher:
 
     A call that finishes within the first interval publishes nothing: the workflow derives the deltas
     from the final message, saving a signal (and a workflow task) per model call. One still quiet at
-    its first tick signals ``model_waiting`` instead, so the workflow stops holding the turn's events.
+    its first tick while the workflow holds the turn's events for it (``events_held``) signals
+    ``model_waiting`` instead, so they go out then.
     """
 
-    def __init__(self, interval: timedelta) -> None:
+    def __init__(self, interval: timedelta, *, announce_waiting: bool = False) -> None:
         self.interval = interval.total_seconds()
+        self.announce_waiting = announce_waiting
         self.pending: list[Any] = []
         self.started = False
         self._client: WorkflowStreamClient | None = None
@@ -234,7 +236,7 @@ class _DeltaPublisher:
     async def tick(self) -> None:
         first = not self.started
         self.started = True
-        if first and not self.pending:
+        if first and not self.pending and self.announce_waiting:
             await self._announce_waiting()
         await self._send()
 

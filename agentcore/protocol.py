@@ -251,6 +251,9 @@ class StreamInput(WireModel):
     # A context-overflow error is then returned without being recorded: the workflow compacts and
     # retries the call once instead.
     compact_on_overflow: bool = False
+    # The workflow holds the turn's events until this call returns or publishes: a call still quiet
+    # at its first publish tick signals ``model_waiting`` so they go out then.
+    events_held: bool = False
 
 
 class StreamResult(WireModel):

@@ -171,6 +171,54 @@ async def test_a_quiet_model_call_releases_held_events_after_one_interval(
     assert [s.session_id for s in listed] == ["quiet"], "a run still going after 80 ms is indexed as running"
 
 
+async def test_events_are_held_only_over_model_calls_expected_to_be_quick(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Once a call has been slow, the next ones are not held: their turn's first events leave at once,
+    with no ``model_waiting`` signal (a real model, slower than 80 ms to its first token, would
+    otherwise pay a signal and a workflow task on every call)."""
+    import asyncio
+    import time
+
+    from temporalio.api.enums.v1 import EventType
+
+    scripted = ScriptedModel(lambda context: text("Slowly."))
+
+    async def slow(model, context, options):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.5)
+        async for event in scripted(model, context, options):
+            yield event
+
+    async with running_worker(temporal_client, tmp_path, slow) as h:
+        agent = await h.agents.start("slow", AgentOptions(model=scripted_model()))
+
+        async def watch(start: int, arrivals: dict[str, float]) -> int:
+            async for position, event in agent.events(start):
+                arrivals.setdefault(event.type, time.monotonic())
+                if event.type == "agent_end":
+                    return position + 1
+            raise AssertionError("stream ended")
+
+        offset = 0
+        gaps = []
+        for index in range(3):
+            arrivals: dict[str, float] = {}
+            watcher = asyncio.create_task(watch(offset, arrivals))
+            await asyncio.sleep(0.2)
+            await agent.prompt(f"prompt {index}")
+            offset = await asyncio.wait_for(watcher, 30)
+            gaps.append(arrivals["agent_end"] - arrivals["turn_start"])
+        history = (await agent.handle.fetch_history()).events
+    signals = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        and e.workflow_execution_signaled_event_attributes.signal_name == "model_waiting"
+    ]
+    assert len(signals) == 1, "only the first call, expected quick, was held"
+    assert all(gap > 0.3 for gap in gaps), gaps
+
+
 async def test_streamed_deltas_follow_the_events_held_before_them(
     temporal_client: Client, tmp_path: Path
 ) -> None:

@@ -53,8 +53,13 @@ PATCH_LOCAL_TOOLS = "local-tools-v1"
 # call instead of two). Moving a poll's answer past the tool's marker changes the command order.
 PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
 # Events also wait while a model call has streamed nothing (one poll answer per quick model call
-# instead of two; see ``ConversationState._release_when_waiting``).
+# instead of two; see ``ConversationState._release_when_waiting``). v1 held them over every call, and
+# a call still quiet after 80 ms then cost a ``model_waiting`` signal and a workflow task to release
+# them: one more per call with a real model, whose first token takes longer than that. v2 holds them
+# only over a call expected to be quick: the conversation's previous call ended before its first
+# publish tick (the first call of a run is expected quick).
 PATCH_HOLD_OVER_MODEL = "hold-events-over-model-calls-v1"
+PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
 
 
 class TemporalRuntime:
@@ -63,6 +68,8 @@ class TemporalRuntime:
         # The assistant message the last llm.stream activity already wrote, and its entry id: the
         # workflow must not queue it for writing a second time.
         self.written_message: tuple[AssistantMessage, str] | None = None
+        # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*).
+        self.last_call_quick = True
 
     def now_ms(self) -> int:
         return int(workflow.now().timestamp() * 1000)
@@ -118,6 +125,7 @@ class TemporalRuntime:
         transcript = conversation.transcript
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
+        hold = self._hold_events()
         activity_input = StreamInput(
             session_id=conversation.session_id,
             model=model,
@@ -131,9 +139,9 @@ class TemporalRuntime:
             temperature=options.temperature,
             create=conversation.session_create(),
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
+            events_held=hold,
         )
         opts = policies.llm_call(conversation.limits)
-        hold = workflow.patched(PATCH_HOLD_OVER_MODEL)
         handle = workflow.start_activity(
             LLM_ACTIVITY,
             activity_input,
@@ -155,7 +163,14 @@ class TemporalRuntime:
                 remove()
         transcript.mark_written(entries)
         conversation.session_created = True
+        self.last_call_quick = result.deltas_published == 0
         return result, result_entry_id
+
+    def _hold_events(self) -> bool:
+        """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""
+        if workflow.patched(PATCH_HOLD_OVER_QUICK_MODEL):
+            return self.last_call_quick
+        return workflow.patched(PATCH_HOLD_OVER_MODEL)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate

@@ -136,7 +136,7 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
     async with running_worker(client, workdir, stream, tools=[add_tool()]) as h:
         agent = await h.agents.start("streaming", AgentOptions(model=scripted_model(), tools=["add"]))
         offset = await agent.event_offset()
-        for prompt in ["please add 0", "please add 1", "stream: please add", "quietly please add"]:
+        for prompt in ["please add 0", "quietly please add", "stream: please add", "please add 1"]:
             watcher = asyncio.create_task(collect_run(agent, offset))
             await asyncio.sleep(0.2)  # the subscriber's poll is waiting before the prompt lands
             await agent.prompt(prompt)
