@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -36,6 +37,8 @@ from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
 from .session import SessionStore
+
+T = TypeVar("T")
 
 PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
 PROVIDER_ERROR = "PROVIDER_ERROR"
@@ -90,7 +93,7 @@ class LlmActivities:
                 tools=self.tools.describe(inp.tool_names)[0],
             )
 
-        prepared = await self.store.write(inp.session_id, inp.create, prepare)
+        prepared = await self._beating(self.store.write(inp.session_id, inp.create, prepare))
         if isinstance(prepared, AssistantMessage):
             return StreamResult(message=prepared)
 
@@ -103,10 +106,12 @@ class LlmActivities:
                 raise retry
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
-                await self.store.write(inp.session_id, None, lambda storage: storage.sync())
+                await self._beating(self.store.write(inp.session_id, None, lambda storage: storage.sync()))
                 return StreamResult(message=message, overflow=True)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
-            stored = await self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+            stored = await self._beating(
+                self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+            )
             # Another attempt (a stalled worker that woke up) may have written this entry first: the
             # file wins, so the workflow records exactly what the session holds.
             if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
@@ -114,6 +119,26 @@ class LlmActivities:
         finally:
             await publisher.close()
         return StreamResult(message=message, deltas_published=deltas if publisher.started else 0)
+
+    async def _beating(self, write: Awaitable[T]) -> T:
+        """Await a session write, heartbeating if it takes a publish interval or more.
+
+        A write can wait on the file's lock (another worker mid-write, up to ``LOCK_WAIT_SECONDS``)
+        or behind other writes on a busy worker; without beats the call would look dead to the
+        server, which times it out after ``llm_heartbeat_seconds`` and runs it again elsewhere.
+        A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write).
+        """
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self.publish_interval.total_seconds())
+                activity.heartbeat()
+
+        beater = asyncio.create_task(beat())
+        try:
+            return await write
+        finally:
+            beater.cancel()
 
     async def _call_model(
         self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher

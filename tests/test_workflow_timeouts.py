@@ -50,3 +50,41 @@ async def test_a_tool_over_its_timeout_gets_execution_timeout(
         assert result.role == "toolResult" and result.is_error  # type: ignore[union-attr]
         assert result.details["error_code"] == "EXECUTION_TIMEOUT"  # type: ignore[union-attr]
         assert messages[-1].text.startswith("after: EXECUTION_TIMEOUT")  # type: ignore[union-attr]
+
+
+async def test_a_model_call_waiting_on_the_session_lock_keeps_heartbeating(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The model activity waits for the session file's lock (another writer holds it) longer than its
+    heartbeat timeout: it beats while it waits, so the server does not time it out and run it again."""
+    from temporalio.api.enums.v1 import EventType
+
+    from agentcore.protocol import ConversationLimits
+    from agentcore.session import JsonlSessionStorage
+
+    limits = ConversationLimits(llm_heartbeat_seconds=1)
+    async with running_worker(
+        temporal_client, tmp_path, ScriptedModel(lambda c: text("ok")), limits=limits
+    ) as h:
+        agent = await h.agents.start("locked", AgentOptions(model=scripted_model()))
+        await agent.prompt("first")
+        await agent.wait_for_idle(timeout=20)
+        path = next((tmp_path / "sessions").rglob("*.jsonl"))
+        holder = JsonlSessionStorage.open(path, writer=True)  # the file's lock, as another writer
+        try:
+            await agent.prompt("second")
+            await asyncio.sleep(2.5)  # the call waits on the lock, 2.5x its heartbeat timeout
+        finally:
+            holder.close()
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        history = (await agent.handle.fetch_history()).events
+    assert [m.role for m in state.messages] == ["user", "assistant", "user", "assistant"]
+    assert not state.error_message
+    timed_out = [e for e in history if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT]
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert not timed_out and max(attempts) == 1, attempts
