@@ -153,6 +153,17 @@ def test_dynamic_config_is_mounted_where_the_server_reads_it(services: dict[str,
     assert isinstance(yaml.safe_load(local_file.read_text()), dict)
 
 
+def test_the_cluster_reads_its_task_queues_as_fast_as_the_embedded_server() -> None:
+    """The embedded server's task-queue read rates (``DevServer``) hold for the compose cluster too."""
+    from agentcore.temporal.devserver import DYNAMIC_CONFIG
+
+    cluster = yaml.safe_load((ROOT / "deploy" / "dynamicconfig" / "development.yaml").read_text())
+    rates = dict(value.split("=", 1) for value in DYNAMIC_CONFIG if "ProcessorMaxPollRPS" in value)
+    assert len(rates) == 3
+    for key, value in rates.items():
+        assert cluster[key] == [{"value": int(value), "constraints": {}}], key
+
+
 def test_clients_point_at_the_temporal_frontend(services: dict[str, dict[str, Any]]) -> None:
     host, port = TEMPORAL_FRONTEND.split(":")
     assert host in services
