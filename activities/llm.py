@@ -129,12 +129,7 @@ class LlmActivities:
         A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write).
         """
 
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(self.publish_interval.total_seconds())
-                activity.heartbeat()
-
-        beater = asyncio.create_task(beat())
+        beater = asyncio.create_task(_heartbeat_ticker(self.publish_interval.total_seconds()))
         try:
             return await write
         finally:
@@ -173,7 +168,7 @@ class LlmActivities:
                         publisher.publish(MessageUpdateEvent(assistant_message_event=delta_payload(event)))
 
         task = asyncio.create_task(consume())
-        ticker = asyncio.create_task(_heartbeat_ticker(publisher))
+        ticker = asyncio.create_task(_heartbeat_ticker(publisher.interval, publisher))
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -221,13 +216,14 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-async def _heartbeat_ticker(publisher: _DeltaPublisher) -> None:
-    # Heartbeats carry cancellation to us and prove we are alive while a model thinks silently;
-    # the same tick moves buffered deltas out.
+async def _heartbeat_ticker(interval: float, publisher: _DeltaPublisher | None = None) -> None:
+    # Heartbeats carry cancellation to us and prove we are alive while a model thinks silently (or a
+    # session write waits); the same tick moves a publisher's buffered deltas out.
     while True:
-        await asyncio.sleep(publisher.interval)
+        await asyncio.sleep(interval)
         activity.heartbeat()
-        await publisher.tick()
+        if publisher is not None:
+            await publisher.tick()
 
 
 class _DeltaPublisher:

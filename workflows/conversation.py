@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as STREAM_PUBLISH_SIGNAL
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
@@ -55,8 +56,6 @@ from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
-# The signal ``WorkflowStreamClient`` publishes with (``temporalio.contrib.workflow_streams``).
-STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 
 
 @workflow.defn(name=WORKFLOW_NAME)

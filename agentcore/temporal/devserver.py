@@ -130,8 +130,6 @@ class DevServer:
                 ui=self.ui,
                 search_attributes=list(search_attribute_keys().values()),
                 dev_server_log_level="error",
-                # The dev server's defaults grow workflow task queues slowly under a burst; a conversation
-                # per workflow wants many small tasks handled promptly.
                 dev_server_extra_args=[
                     *dynamic_config_args(),
                     *codec_args,
