@@ -11,6 +11,12 @@ write), never the transcript, so the history a turn adds stays flat however long
   message instead of calling the model again.
 - **Abort**: cancellation arrives through heartbeats; the stream is stopped and the partial message
   comes back with ``stop_reason="aborted"`` (the workflow uses ``WAIT_CANCELLATION_COMPLETED``).
+- **Local attempt**: a call the workflow expects to be quick runs first as a local activity, inside
+  the workflow task, where it can neither stream nor hear an abort. If it has not ended after one
+  publish interval, it returns ``handoff=True`` and leaves the call running in this worker; the
+  remote ``llm.stream`` the workflow then schedules (same input, dispatched eagerly to this worker)
+  takes it over and streams it. On another worker, or after a restart, the remote one calls the
+  model afresh, like a retry; a call nobody takes over is stopped after ``HANDOFF_WAIT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -44,6 +51,9 @@ PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
 PROVIDER_ERROR = "PROVIDER_ERROR"
 # An aborted stream must wind down quickly; past this the partial message is taken as it is.
 ABORT_GRACE_SECONDS = 2.0
+# A handed-off call whose remote llm.stream has not come for it by then is stopped (the activity
+# ran on another worker, which called the model again).
+HANDOFF_WAIT_SECONDS = 30.0
 
 
 def resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
@@ -70,6 +80,8 @@ class LlmActivities:
         self.stream_fn = stream_fn
         self.get_api_key = get_api_key
         self.publish_interval = publish_interval
+        # Calls local attempts handed off, by result entry id, until their remote llm.stream adopts them.
+        self._handoffs: dict[str, _Call] = {}
 
     def _stream_fn(self) -> StreamFn:
         return resolve_stream_fn(self.stream_fn)
@@ -77,30 +89,51 @@ class LlmActivities:
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
         info = activity.info()
+        # The call a local attempt handed off (see ``StreamResult.handoff``): carried on from here. (A
+        # local attempt finds one too when its workflow task was lost and is being run again.)
+        call = self._adopt(inp.result_entry_id)
+        if call is not None:
+            publisher = _DeltaPublisher(self.publish_interval)
+            publisher.pending, call.publisher = call.publisher.pending, publisher
+            if not info.is_local and not call.task.done():
+                await publisher.tick()  # the deltas held over the local attempt go out now
+        else:
 
-        def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
-            # Not synced yet: the workflow keeps these entries until this activity succeeds, and
-            # every successful return below syncs first (the result's append, or ``sync()``).
-            storage.append_entries(inp.entries, sync=False)
-            done = storage.get_entry(inp.result_entry_id)
-            if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
-                storage.sync()
-                return done.message
-            context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
-            return LlmContext(
-                system_prompt=inp.system_prompt,
-                messages=context.messages if inp.leaf_id else [],
-                tools=self.tools.describe(inp.tool_names)[0],
+            def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
+                # Not synced yet: the workflow keeps these entries until this activity succeeds, and
+                # every successful return below syncs first (the result's append, or ``sync()``).
+                storage.append_entries(inp.entries, sync=False)
+                done = storage.get_entry(inp.result_entry_id)
+                if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
+                    storage.sync()
+                    return done.message
+                context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
+                return LlmContext(
+                    system_prompt=inp.system_prompt,
+                    messages=context.messages if inp.leaf_id else [],
+                    tools=self.tools.describe(inp.tool_names)[0],
+                )
+
+            # A local attempt holds the workflow task (and the caller's prompt waits for it): it does
+            # not wait on a busy session file, the remote attempt does (heartbeating meanwhile).
+            lock_wait = self.publish_interval.total_seconds() if info.is_local else None
+            prepared = await self._beating(
+                self.store.write(inp.session_id, inp.create, prepare, lock_wait=lock_wait)
             )
-
-        prepared = await self._beating(self.store.write(inp.session_id, inp.create, prepare))
-        if isinstance(prepared, AssistantMessage):
-            return StreamResult(message=prepared)
-
-        publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
-        if info.attempt > 1:
-            publisher.announce_retry(info.attempt)
-        message, deltas, retry = await self._call_model(inp, prepared, publisher)
+            if isinstance(prepared, AssistantMessage):
+                return StreamResult(message=prepared)
+            publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
+            if info.attempt > 1 and not info.is_local:
+                publisher.announce_retry(info.attempt)
+            call = self._start_call(inp, prepared, publisher)
+        if not await self._wait_call(call, local=info.is_local):
+            # Still running after one publish interval: a local attempt hands the call to a remote
+            # llm.stream, which can stream its deltas and be aborted while it runs.
+            self._park(inp.result_entry_id, call)
+            await self._beating(self.store.write(inp.session_id, None, lambda storage: storage.sync()))
+            return StreamResult(message=self._final_message(inp, call), handoff=True)
+        message = self._final_message(inp, call)
+        retry = None if call.signal.aborted else call.state["retry"]
         try:
             if retry is not None:
                 raise retry
@@ -117,8 +150,9 @@ class LlmActivities:
             if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
                 message = stored.message
         finally:
-            await publisher.close()
-        return StreamResult(message=message, deltas_published=deltas if publisher.started else 0)
+            await call.publisher.close()
+        deltas = call.state["deltas"] if call.publisher.started else 0
+        return StreamResult(message=message, deltas_published=deltas)
 
     async def _beating(self, write: Awaitable[T]) -> T:
         """Await a session write, heartbeating if it takes a publish interval or more.
@@ -126,34 +160,35 @@ class LlmActivities:
         A write can wait on the file's lock (another worker mid-write, up to ``LOCK_WAIT_SECONDS``)
         or behind other writes on a busy worker; without beats the call would look dead to the
         server, which times it out after ``llm_heartbeat_seconds`` and runs it again elsewhere.
-        A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write).
+        A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write). A local
+        attempt sends none at all: its worker holds the workflow task meanwhile.
         """
-
+        if activity.info().is_local:
+            return await write
         beater = asyncio.create_task(_heartbeat_ticker(self.publish_interval.total_seconds()))
         try:
             return await write
         finally:
             beater.cancel()
 
-    async def _call_model(
-        self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher
-    ) -> tuple[AssistantMessage, int, ApplicationError | None]:
+    def _start_call(self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher) -> _Call:
         signal = AbortSignal()
-        api_key = await resolve_api_key(inp.model.provider, callback=self.get_api_key)
-        options = StreamOptions(
-            thinking_level=inp.thinking_level,
-            api_key=api_key,
-            max_tokens=inp.max_tokens,
-            temperature=inp.temperature,
-            session_id=inp.session_id,
-            signal=signal,
-        )
-        state: dict[str, Any] = {"final": None, "partial": None, "deltas": 0, "retry": None}
+        call = _Call(signal=signal, publisher=publisher)
 
         async def consume() -> None:
             # No heartbeat per event: the ticker beats once the call outlives one publish interval.
             # A call that ends sooner sends none (a first heartbeat goes out at once, and each one
             # is a history write on the server, two per tool turn for nothing).
+            api_key = await resolve_api_key(inp.model.provider, callback=self.get_api_key)
+            options = StreamOptions(
+                thinking_level=inp.thinking_level,
+                api_key=api_key,
+                max_tokens=inp.max_tokens,
+                temperature=inp.temperature,
+                session_id=inp.session_id,
+                signal=signal,
+            )
+            state = call.state
             async for event in self._stream_fn()(inp.model, context, options):
                 if isinstance(event, StreamDone):
                     state["final"] = event.message
@@ -165,12 +200,24 @@ class LlmActivities:
                     state["partial"] = event.partial if hasattr(event, "partial") else state["partial"]
                     if event.type != "start":
                         state["deltas"] += 1
-                        publisher.publish(MessageUpdateEvent(assistant_message_event=delta_payload(event)))
+                        # The current publisher: a remote activity that adopts the call swaps in its own.
+                        call.publisher.publish(
+                            MessageUpdateEvent(assistant_message_event=delta_payload(event))
+                        )
 
-        task = asyncio.create_task(consume())
-        ticker = asyncio.create_task(_heartbeat_ticker(publisher.interval, publisher))
+        call.task = asyncio.create_task(consume())
+        return call
+
+    async def _wait_call(self, call: _Call, *, local: bool) -> bool:
+        """Wait for the call to end (True); a local attempt waits one publish interval at most."""
+        interval = self.publish_interval.total_seconds()
+        ticker = None if local else asyncio.create_task(_heartbeat_ticker(interval, call.publisher))
         try:
-            await asyncio.shield(task)
+            if local:
+                done, _ = await asyncio.wait({call.task}, timeout=interval)
+                if not done:
+                    return False
+            await asyncio.shield(call.task)
         except asyncio.CancelledError:
             details = activity.cancellation_details()
             if details is not None and not details.cancel_requested:
@@ -178,30 +225,74 @@ class LlmActivities:
                 # e.g. a SIGSTOPped worker that woke up): write nothing and let Temporal's retry own
                 # the call. Taken as an abort, the stale attempt would store an "aborted" partial
                 # under the result id, and the live retry would then return that stored partial.
-                task.cancel()
+                call.task.cancel()
                 raise
-            signal.abort("aborted by user")
+            call.signal.abort("aborted by user")
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(asyncio.shield(task), ABORT_GRACE_SECONDS)
-            task.cancel()
+                await asyncio.wait_for(asyncio.shield(call.task), ABORT_GRACE_SECONDS)
+            call.task.cancel()
         finally:
-            ticker.cancel()
-        final = state["final"]
-        if final is None or (signal.aborted and final.stop_reason != "aborted"):
-            partial: AssistantMessage | None = final or state["partial"]
-            base = partial or AssistantMessage(
-                api=inp.model.api, provider=inp.model.provider, model=inp.model.id, timestamp=_now_ms()
-            )
-            reason = "aborted" if signal.aborted else "error"
-            final = base.model_copy(
-                update={
-                    "stop_reason": reason,
-                    "error_message": "Request was aborted"
-                    if signal.aborted
-                    else "Stream ended without a result",
-                }
-            )
-        return final, state["deltas"], None if signal.aborted else state["retry"]
+            if ticker is not None:
+                ticker.cancel()
+        return True
+
+    def _final_message(self, inp: StreamInput, call: _Call) -> AssistantMessage:
+        """The call's message: its final one, or its partial marked aborted / errored."""
+        final: AssistantMessage | None = call.state["final"]
+        signal = call.signal
+        if final is not None and not (signal.aborted and final.stop_reason != "aborted"):
+            return final
+        partial: AssistantMessage | None = final or call.state["partial"]
+        base = partial or AssistantMessage(
+            api=inp.model.api, provider=inp.model.provider, model=inp.model.id, timestamp=_now_ms()
+        )
+        if not call.task.done():
+            return base  # a handoff: the call goes on
+        reason = "aborted" if signal.aborted else "error"
+        return base.model_copy(
+            update={
+                "stop_reason": reason,
+                "error_message": "Request was aborted" if signal.aborted else "Stream ended without a result",
+            }
+        )
+
+    def _park(self, key: str, call: _Call) -> None:
+        call.task.add_done_callback(_retrieve_exception)
+        call.expiry = asyncio.get_running_loop().call_later(HANDOFF_WAIT_SECONDS, self._expire, key, call)
+        self._handoffs[key] = call
+
+    def _adopt(self, key: str) -> _Call | None:
+        call = self._handoffs.pop(key, None)
+        if call is not None and call.expiry is not None:
+            call.expiry.cancel()
+        return call
+
+    def _expire(self, key: str, call: _Call) -> None:
+        """No llm.stream came for a handed-off call (it ran on another worker): stop the call."""
+        if self._handoffs.get(key) is call:
+            del self._handoffs[key]
+        call.signal.abort("handoff expired")
+        asyncio.get_running_loop().call_later(ABORT_GRACE_SECONDS, call.task.cancel)
+
+
+@dataclass(eq=False)
+class _Call:
+    """One provider call in flight: its task, what it produced so far, and where its deltas go."""
+
+    signal: AbortSignal
+    publisher: _DeltaPublisher
+    state: dict[str, Any] = field(
+        default_factory=lambda: {"final": None, "partial": None, "deltas": 0, "retry": None}
+    )
+    task: asyncio.Task[None] = field(init=False)
+    expiry: asyncio.TimerHandle | None = None
+
+
+def _retrieve_exception(task: asyncio.Task[None]) -> None:
+    # A parked call that fails is raised again to the activity that adopts it; unadopted, it is
+    # dropped here instead of being logged as "never retrieved".
+    if not task.cancelled():
+        task.exception()
 
 
 def _retryable_error(message: AssistantMessage, delay: float | None) -> ApplicationError:

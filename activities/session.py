@@ -40,6 +40,27 @@ LOCK_WAIT_SECONDS = 10.0
 KEPT_SESSIONS = 256
 
 
+async def _acquire(lock: asyncio.Lock, session_id: str, wait: float | None) -> None:
+    if wait is None:
+        await lock.acquire()
+        return
+    # Not ``wait_for``: on Python 3.11 a timeout racing the acquire can lose it, leaking the lock.
+    acquiring = asyncio.ensure_future(lock.acquire())
+    try:
+        await asyncio.wait({acquiring}, timeout=wait)
+    except BaseException:  # cancelled meanwhile: give the lock back if it was taken after all
+        acquiring.cancel()
+        acquiring.add_done_callback(lambda task: None if task.cancelled() else lock.release())
+        raise
+    if not acquiring.done():
+        acquiring.cancel()
+    try:
+        await acquiring  # acquired after all, or cancelled while still waiting (then not acquired)
+    except asyncio.CancelledError:
+        error = SessionLockedError(f"session {session_id!r} is being written by this worker")
+        raise as_application_error(error) from None
+
+
 class SessionStore:
     """Session files under one root directory; session ids can never escape it."""
 
@@ -59,10 +80,12 @@ class SessionStore:
     def path_for(self, session_id: str) -> Path:
         return self.paths.path_for(session_id)
 
-    def _open_writer(self, session_id: str, create: SessionCreate | None) -> JsonlSessionStorage:
+    def _open_writer(
+        self, session_id: str, create: SessionCreate | None, lock_wait: float
+    ) -> JsonlSessionStorage:
         path = self.paths.path_for(session_id)
         limits = self._rate_limits.setdefault(session_id, StorageRateLimits())
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        deadline = time.monotonic() + lock_wait
         while True:
             try:
                 if create is not None and not path.exists():
@@ -86,13 +109,13 @@ class SessionStore:
                     raise
                 time.sleep(0.01)
 
-    def _resume_writer(self, session_id: str) -> JsonlSessionStorage | None:
+    def _resume_writer(self, session_id: str, lock_wait: float) -> JsonlSessionStorage | None:
         """The kept writer of this session, locked again and caught up; None to open the file."""
         with self._kept_lock:
             storage = self._kept.pop(session_id, None)
         if storage is None:
             return None
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        deadline = time.monotonic() + lock_wait
         try:
             while True:
                 try:
@@ -127,14 +150,28 @@ class SessionStore:
                 oldest.close()
 
     async def write(
-        self, session_id: str, create: SessionCreate | None, work: Callable[[JsonlSessionStorage], T]
+        self,
+        session_id: str,
+        create: SessionCreate | None,
+        work: Callable[[JsonlSessionStorage], T],
+        *,
+        lock_wait: float | None = None,
     ) -> T:
-        """Run ``work`` on the session's writer, in a thread (file I/O and fsync block)."""
+        """Run ``work`` on the session's writer, in a thread (file I/O and fsync block).
+
+        The file's lock (another writer holds it) is waited for ``LOCK_WAIT_SECONDS``, then
+        ``SESSION_LOCKED``. ``lock_wait`` bounds that wait instead, and the wait for this process's
+        own write of the same session too (otherwise unbounded: writes here take turns).
+        """
         lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
+        await _acquire(lock, session_id, lock_wait)
+        lock_wait = LOCK_WAIT_SECONDS if lock_wait is None else lock_wait
+        try:
 
             def run() -> T:
-                storage = self._resume_writer(session_id) or self._open_writer(session_id, create)
+                storage = self._resume_writer(session_id, lock_wait) or self._open_writer(
+                    session_id, create, lock_wait
+                )
                 try:
                     result = work(storage)
                 except BaseException:
@@ -147,6 +184,8 @@ class SessionStore:
                 return await asyncio.to_thread(run)
             except SessionError as err:
                 raise as_application_error(err) from err
+        finally:
+            lock.release()
 
 
 def as_application_error(err: SessionError) -> ApplicationError:

@@ -76,6 +76,10 @@ class ConversationLimits(WireModel):
     # holds the conversation, with no round trip through the server (0 turns it off). Their
     # progress updates then reach subscribers with the result, not while they run.
     local_tool_max_seconds: float = 10.0
+    # A model call expected to be quick (the conversation's previous one ended within a publish
+    # interval, 80 ms) runs as a local activity first; one still running after that interval is
+    # handed to a remote activity that streams it. False runs every call remotely.
+    local_model_calls: bool = True
 
 
 class ConversationConfig(WireModel):
@@ -262,6 +266,10 @@ class StreamResult(WireModel):
     deltas_published: int = 0
     # The provider refused the context as too long and nothing was recorded (``compact_on_overflow``).
     overflow: bool = False
+    # A local attempt's call outlived one publish interval and goes on in the worker: the workflow
+    # runs llm.stream as a remote activity with the same input, which takes the call over (and
+    # streams it, and can be aborted) instead of calling the model again. ``message`` is a partial.
+    handoff: bool = False
 
 
 class ToolCallInput(WireModel):

@@ -132,11 +132,42 @@ async def test_a_quick_model_call_holds_events_for_its_result(
     )
 
 
+async def test_quick_model_calls_run_as_local_activities(temporal_client: Client, tmp_path: Path) -> None:
+    """A zero-latency model's calls run in the worker holding the conversation: no llm.stream
+    activity goes through the server, and a watched tool turn takes two workflow tasks (the
+    prompt, which runs the whole turn; the subscriber's next poll), not four."""
+    from temporalio.api.enums.v1 import EventType
+
+    turns = 4
+    runs, history = await _watched_tool_turns(temporal_client, tmp_path, turns, calls=1, name="local")
+    for types in runs:
+        assert types.count("tool_execution_end") == 1 and types[-1] == "agent_end"
+    remote = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
+    ]
+    local = [
+        e.marker_recorded_event_attributes.details["data"].payloads[0].data
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    tasks = sum(1 for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    assert not remote
+    assert sum(b'"llm.stream"' in data for data in local) == 2 * turns
+    # A slow moment of the machine may add a task.
+    assert tasks <= 2 * turns + turns // 2, f"{tasks} workflow tasks in {turns} turns"
+
+
 async def test_a_quiet_model_call_releases_held_events_after_one_interval(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """A model that says nothing for a while (a long time to first token) does not hold the turn's
-    first events: its activity signals ``model_waiting`` one publish interval in."""
+    first events: one publish interval in, its local attempt hands the call to a remote activity
+    and they go out (histories from before local model calls: the activity signals
+    ``model_waiting``)."""
     import asyncio
     import time
 
@@ -171,12 +202,14 @@ async def test_a_quiet_model_call_releases_held_events_after_one_interval(
     assert [s.session_id for s in listed] == ["quiet"], "a run still going after 80 ms is indexed as running"
 
 
-async def test_events_are_held_only_over_model_calls_expected_to_be_quick(
+async def test_only_model_calls_expected_to_be_quick_start_locally(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Once a call has been slow, the next ones are not held: their turn's first events leave at once,
-    with no ``model_waiting`` signal (a real model, slower than 80 ms to its first token, would
-    otherwise pay a signal and a workflow task on every call)."""
+    """A slow model's first call (expected quick) starts as a local activity and is handed to a
+    remote one after a publish interval, which streams it without calling the model again; once a
+    call has been slow, the next ones run remotely from the start. No call pays a ``model_waiting``
+    signal (a real model, slower than 80 ms to its first token, would otherwise pay a signal and a
+    workflow task on every call)."""
     import asyncio
     import time
 
@@ -209,13 +242,30 @@ async def test_events_are_held_only_over_model_calls_expected_to_be_quick(
             offset = await asyncio.wait_for(watcher, 30)
             gaps.append(arrivals["agent_end"] - arrivals["turn_start"])
         history = (await agent.handle.fetch_history()).events
+        state = await agent.get_state()
     signals = [
         e
         for e in history
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
         and e.workflow_execution_signaled_event_attributes.signal_name == "model_waiting"
     ]
-    assert len(signals) == 1, "only the first call, expected quick, was held"
+    assert not signals
+    local_attempts = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    remote_calls = [
+        e
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
+    ]
+    assert len(local_attempts) == 1, "only the first call, expected quick, started locally"
+    assert len(remote_calls) == 3
+    assert len(scripted.calls) == 3, "the handed-off call was not made twice"
+    assert [m.role for m in state.messages] == ["user", "assistant"] * 3
     assert all(gap > 0.3 for gap in gaps), gaps
 
 
@@ -241,7 +291,7 @@ async def test_streamed_deltas_follow_the_events_held_before_them(
 
 
 async def _watched_tool_turns(
-    client: Client, tmp_path: Path, turns: int, calls: int
+    client: Client, tmp_path: Path, turns: int, calls: int, name: str = "watched"
 ) -> tuple[list[list[str]], list[Any]]:
     """``turns`` tool turns (``calls`` local tool calls each, zero-latency model), each prompt landing
     while a subscriber's poll waits: each run's event types, and the history events they added."""
@@ -253,7 +303,7 @@ async def _watched_tool_turns(
         return text("done")
 
     async with running_worker(client, tmp_path, ScriptedModel(respond), tools=[add_tool()]) as h:
-        agent = await h.agents.start(f"watched-{calls}", AgentOptions(model=scripted_model(), tools=["add"]))
+        agent = await h.agents.start(f"{name}-{calls}", AgentOptions(model=scripted_model(), tools=["add"]))
         offset = await agent.event_offset()
         history_before = len((await agent.handle.fetch_history()).events)
         runs = []
@@ -283,3 +333,29 @@ def _poll_answers(history: list) -> int:  # type: ignore[type-arg]
         and e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name == "prompt"
     )
     return completed - prompts
+
+
+async def test_an_abort_reaches_a_handed_off_call(temporal_client: Client, tmp_path: Path) -> None:
+    """A call expected quick that turns out slow is handed from its local attempt to a remote
+    activity; an abort then stops it there, and the text streamed so far is kept."""
+    import asyncio
+
+    quick = ScriptedModel(lambda context: text("Quick."))
+    slow = ScriptedModel(lambda context: text(" ".join(["word"] * 40)), chunks=40, delay=0.05)
+
+    def stream(model, context, options):  # type: ignore[no-untyped-def]
+        return (slow if "slow" in context.messages[-1].text else quick)(model, context, options)
+
+    async with running_worker(temporal_client, tmp_path, stream) as h:
+        agent = await h.agents.start("handed-abort", AgentOptions(model=scripted_model()))
+        await agent.prompt("quick one")
+        await agent.wait_for_idle(timeout=20)
+        await agent.prompt("now a slow one")
+        await asyncio.sleep(0.6)
+        await agent.abort()
+        await agent.wait_for_idle(timeout=5)
+        state = await agent.get_state()
+    reply = state.messages[-1]
+    assert reply.role == "assistant" and reply.stop_reason == "aborted"
+    assert reply.text.startswith("word") and len(reply.text) < len(" ".join(["word"] * 40))
+    assert len(slow.calls) == 1, "the remote activity took the call over, it did not call again"

@@ -45,6 +45,11 @@ def llm_call(limits: ConversationLimits) -> ActivityOptions:
     )
 
 
+# A local attempt at a model call gets one try: if it fails, the remote activity runs the call under
+# ``llm_call``'s retry policy (with its backoff, and its heartbeats while it waits).
+LOCAL_LLM_ATTEMPT = RetryPolicy(maximum_attempts=1)
+
+
 def tool_call(limits: ConversationLimits, timeout_seconds: float, retry_safe: bool) -> ActivityOptions:
     # The activity enforces the tool's own timeout (an EXECUTION_TIMEOUT result, like in-process);
     # start-to-close is only the backstop. A tool that must not run twice gets one attempt: if its

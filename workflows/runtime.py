@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    TimeoutError,
+)
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -60,6 +67,9 @@ PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
 # publish tick (the first call of a run is expected quick).
 PATCH_HOLD_OVER_MODEL = "hold-events-over-model-calls-v1"
 PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
+# A model call expected to be quick (as above) starts as a local activity, handed to a remote one if
+# it outlives a publish interval. Histories recorded before ran every call remotely.
+PATCH_LOCAL_MODEL = "local-quick-model-calls-v1"
 
 
 class TemporalRuntime:
@@ -120,12 +130,19 @@ class TemporalRuntime:
     async def _call_model(
         self, model: Model, context: LlmContext, options: StreamOptions, *, compact_on_overflow: bool
     ) -> tuple[StreamResult, str]:
-        """One ``llm.stream`` activity; raises ``ActivityError`` when it finally fails."""
+        """One ``llm.stream`` call; raises ``ActivityError`` when it finally fails.
+
+        A call expected to be quick runs as a local activity first: in the worker that holds the
+        conversation, inside its workflow task, with no server round trip. If it has not ended after
+        one publish interval, the worker keeps it running and hands it to a remote activity with the
+        same input, which streams its deltas and can be aborted (``StreamResult.handoff``).
+        """
         conversation = self.conversation
         transcript = conversation.transcript
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
-        hold = self._hold_events()
+        local = self._call_locally()
+        hold = not local and self._hold_events()
         activity_input = StreamInput(
             session_id=conversation.session_id,
             model=model,
@@ -141,6 +158,62 @@ class TemporalRuntime:
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
             events_held=hold,
         )
+        signal: AbortSignal | None = options.signal
+        result = await self._call_local(activity_input, signal) if local else None
+        quick = result is not None and not result.handoff
+        if result is None or result.handoff:
+            result = await self._call_remote(activity_input, signal, hold)
+            quick = not local and result.deltas_published == 0
+        transcript.mark_written(entries)
+        conversation.session_created = True
+        self.last_call_quick = quick
+        return result, result_entry_id
+
+    def _call_locally(self) -> bool:
+        """Whether the next model call starts as a local activity (see PATCH_LOCAL_MODEL)."""
+        return (
+            self.conversation.limits.local_model_calls
+            and self.last_call_quick
+            and workflow.patched(PATCH_LOCAL_MODEL)
+        )
+
+    async def _call_local(
+        self, activity_input: StreamInput, signal: AbortSignal | None
+    ) -> StreamResult | None:
+        """The local attempt: its result (maybe a handoff), or None if it failed (a remote call retries)."""
+        conversation = self.conversation
+        model = activity_input.model
+        handle = workflow.start_local_activity(
+            LLM_ACTIVITY,
+            activity_input,
+            result_type=StreamResult,
+            start_to_close_timeout=timedelta(seconds=conversation.limits.llm_timeout_seconds),
+            retry_policy=policies.LOCAL_LLM_ATTEMPT,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"llm {model.provider}/{model.id}",
+        )
+        remove = signal.add_listener(handle.cancel) if signal is not None else None
+        # Events wait for it like for a local tool: the workflow task stays open meanwhile.
+        conversation.local_activities += 1
+        try:
+            result: StreamResult = await handle
+            return result
+        except FailureError as err:
+            # A local activity's failure may come unwrapped (not as an ActivityError).
+            cause = err.cause if isinstance(err, ActivityError) else err
+            if isinstance(cause, CancelledError):
+                raise
+            return None
+        finally:
+            conversation.local_activities -= 1
+            if remove is not None:
+                remove()
+
+    async def _call_remote(
+        self, activity_input: StreamInput, signal: AbortSignal | None, hold: bool
+    ) -> StreamResult:
+        conversation = self.conversation
+        model = activity_input.model
         opts = policies.llm_call(conversation.limits)
         handle = workflow.start_activity(
             LLM_ACTIVITY,
@@ -152,19 +225,15 @@ class TemporalRuntime:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"llm {model.provider}/{model.id}",
         )
-        signal: AbortSignal | None = options.signal
         remove = signal.add_listener(handle.cancel) if signal is not None else None
         conversation.model_hold = hold
         try:
             result: StreamResult = await handle
+            return result
         finally:
             conversation.model_hold = False
             if remove is not None:
                 remove()
-        transcript.mark_written(entries)
-        conversation.session_created = True
-        self.last_call_quick = result.deltas_published == 0
-        return result, result_entry_id
 
     def _hold_events(self) -> bool:
         """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""

@@ -113,8 +113,9 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
 async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
     """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history.
 
-    Quick model calls (events held for their result), a call that streams its own deltas (the held
-    events released ahead of them), and a quiet one (released by its ``model_waiting`` signal)."""
+    Quick model calls (local activities), a call that streams its own deltas and a quiet one (both
+    handed from a local attempt to a remote activity), remote calls after a slow one, and an abort
+    of a handed-off call."""
 
     def respond(context):  # type: ignore[no-untyped-def]
         last = context.messages[-1]
@@ -128,6 +129,8 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
         prompt = next(m.text for m in reversed(context.messages) if m.role == "user")
         if "quietly" in prompt:
             await asyncio.sleep(0.3)
+        if "abort" in prompt:
+            await options.signal.wait()
         source = streamed if "stream" in prompt else quick
         async for event in source(model, context, options):
             yield event
@@ -136,10 +139,13 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
     async with running_worker(client, workdir, stream, tools=[add_tool()]) as h:
         agent = await h.agents.start("streaming", AgentOptions(model=scripted_model(), tools=["add"]))
         offset = await agent.event_offset()
-        for prompt in ["please add 0", "quietly please add", "stream: please add", "please add 1"]:
+        prompts = ["please add 0", "quietly please add", "stream: please add", "please add 1", "add 2"]
+        for prompt in [*prompts, "then abort"]:
             watcher = asyncio.create_task(collect_run(agent, offset))
             await asyncio.sleep(0.2)  # the subscriber's poll is waiting before the prompt lands
             await agent.prompt(prompt)
+            if "abort" in prompt:
+                await agent.abort()
             events = await watcher
             assert events[-1].type == "agent_end", events[-1]
             offset = await agent.event_offset()

@@ -1,0 +1,172 @@
+"""``llm.stream`` run as a local attempt that hands a slow call to a remote one (``StreamResult.handoff``).
+
+The activity runs here under ``ActivityEnvironment`` (a local attempt is the same activity with
+``info.is_local``); the workflow's side is covered in tests/test_workflow_basic.py. The model
+here streams no deltas, so the remote attempt needs no workflow to publish to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+import activities.llm as llm
+from activities.llm import LlmActivities
+from activities.session import SessionStore
+from agentcore.events import StreamDone, StreamEvent
+from agentcore.messages import AssistantMessage, TextContent, UserMessage
+from agentcore.model import Model
+from agentcore.protocol import SessionCreate, StreamInput
+from agentcore.runtime import LlmContext, StreamOptions
+from agentcore.session import JsonlSessionStorage, MessageEntry
+from agentcore.testing import scripted_model
+from agentcore.tools import ToolRegistry
+
+
+class SlowModel:
+    """Answers "done" after ``delay`` seconds, with no deltas; records each call's abort signal."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.signals: list[object] = []
+
+    def __call__(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[StreamEvent]:
+        return self._stream(model, options)
+
+    async def _stream(self, model: Model, options: StreamOptions) -> AsyncIterator[StreamEvent]:
+        self.signals.append(options.signal)
+        await asyncio.sleep(self.delay)
+        message = AssistantMessage(
+            api=model.api,
+            provider=model.provider,
+            model=model.id,
+            timestamp=1,
+            content=[TextContent(text="done")],
+            stop_reason="stop",
+        )
+        yield StreamDone(reason="stop", message=message)
+
+
+def _input(**fields: object) -> StreamInput:
+    user = MessageEntry(id="u1", message=UserMessage(content="hi", timestamp=1))
+    return StreamInput(
+        session_id="s",
+        model=scripted_model(),
+        entries=[user],
+        leaf_id="u1",
+        result_entry_id="a1",
+        create=SessionCreate(cwd="/"),
+        **fields,
+    )
+
+
+def _env(*, local: bool) -> ActivityEnvironment:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=local)
+    return env
+
+
+def _activities(store: SessionStore, model: SlowModel) -> LlmActivities:
+    return LlmActivities(
+        store, ToolRegistry([]), stream_fn=model, publish_interval=timedelta(milliseconds=50)
+    )
+
+
+def _stored(tmp_path: Path) -> list[str]:
+    with JsonlSessionStorage.open(tmp_path / "s.jsonl") as reader:
+        return [entry.id for entry in reader.get_entries()]
+
+
+async def test_a_quick_call_ends_in_its_local_attempt(tmp_path: Path) -> None:
+    model = SlowModel(0.0)
+    result = await _env(local=True).run(_activities(SessionStore(tmp_path), model).stream, _input())
+    assert not result.handoff and result.message.stop_reason == "stop" and result.deltas_published == 0
+    assert _stored(tmp_path) == ["u1", "a1"]
+
+
+async def test_a_slow_call_is_handed_off_and_taken_over_without_calling_again(tmp_path: Path) -> None:
+    model = SlowModel(0.3)
+    acts = _activities(SessionStore(tmp_path), model)
+    handed = await _env(local=True).run(acts.stream, _input())
+    assert handed.handoff
+    assert _stored(tmp_path) == ["u1"], "the prompt is synced, the answer not written yet"
+    done = await _env(local=False).run(acts.stream, _input())
+    assert not done.handoff and done.message.content == [TextContent(text="done")]
+    assert len(model.signals) == 1
+    assert _stored(tmp_path) == ["u1", "a1"]
+
+
+async def test_a_local_attempt_run_again_takes_over_its_own_handed_off_call(tmp_path: Path) -> None:
+    """The workflow task that recorded a handoff was lost: the local attempt runs again, and carries
+    on the call the first one left running instead of making a second."""
+    model = SlowModel(0.08)
+    acts = _activities(SessionStore(tmp_path), model)
+    assert (await _env(local=True).run(acts.stream, _input())).handoff
+    again = await _env(local=True).run(acts.stream, _input())
+    assert not again.handoff and again.message.content == [TextContent(text="done")]
+    assert len(model.signals) == 1 and not acts._handoffs
+
+
+async def test_a_handed_off_call_not_on_this_worker_is_made_again(tmp_path: Path) -> None:
+    model = SlowModel(0.2)
+    store = SessionStore(tmp_path)
+    handed = await _env(local=True).run(_activities(store, model).stream, _input())
+    assert handed.handoff
+    done = await _env(local=False).run(_activities(store, model).stream, _input())
+    assert done.message.content == [TextContent(text="done")]
+    assert len(model.signals) == 2
+
+
+async def test_a_handed_off_call_nobody_takes_over_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(llm, "HANDOFF_WAIT_SECONDS", 0.1)
+    model = SlowModel(5.0)
+    acts = _activities(SessionStore(tmp_path), model)
+    assert (await _env(local=True).run(acts.stream, _input())).handoff
+    await asyncio.sleep(0.3)
+    assert model.signals[0].aborted  # type: ignore[attr-defined]
+    assert not acts._handoffs
+
+
+async def test_a_local_attempt_does_not_wait_on_a_busy_session_file(tmp_path: Path) -> None:
+    """The local attempt holds the workflow task: on a locked file it fails at once (the remote
+    attempt, which heartbeats, waits instead)."""
+    model = SlowModel(0.0)
+    store = SessionStore(tmp_path)
+    await store.write("s", SessionCreate(cwd="/"), lambda storage: None)
+    holder = JsonlSessionStorage.open(tmp_path / "s.jsonl", writer=True)
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ApplicationError, match="SESSION_LOCKED"):
+            await _env(local=True).run(_activities(store, model).stream, _input())
+        assert asyncio.get_running_loop().time() - started < 2.0
+    finally:
+        holder.close()
+    assert not model.signals
+
+
+async def test_a_bounded_wait_for_this_workers_own_write_gives_the_lock_back(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_write(storage: JsonlSessionStorage) -> None:
+        asyncio.run_coroutine_threadsafe(release.wait(), loop).result()
+
+    first = asyncio.create_task(store.write("s", SessionCreate(cwd="/"), slow_write))
+    await asyncio.sleep(0.05)
+    with pytest.raises(ApplicationError, match="SESSION_LOCKED"):
+        await store.write("s", None, lambda storage: None, lock_wait=0.05)
+    release.set()
+    await first
+    assert await store.write("s", None, lambda storage: "free", lock_wait=0.05) == "free"
