@@ -97,6 +97,12 @@ class LlmActivities:
             publisher.pending, call.publisher = call.publisher.pending, publisher
             if not info.is_local and not call.task.done():
                 await publisher.tick()  # the deltas held over the local attempt go out now
+            if inp.entries:  # the ones the local attempt could not write
+                await self._beating(
+                    self.store.write(
+                        inp.session_id, inp.create, lambda storage: storage.append_entries(inp.entries)
+                    )
+                )
         else:
 
             def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
@@ -107,7 +113,11 @@ class LlmActivities:
                 if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
                     storage.sync()
                     return done.message
-                context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
+                context = (
+                    storage.build_context(inp.leaf_id, pending=inp.pending_entries)
+                    if inp.leaf_id
+                    else storage.build_context()
+                )
                 return LlmContext(
                     system_prompt=inp.system_prompt,
                     messages=context.messages if inp.leaf_id else [],
@@ -130,7 +140,7 @@ class LlmActivities:
             # Still running after one publish interval: a local attempt hands the call to a remote
             # llm.stream, which can stream its deltas and be aborted while it runs.
             self._park(inp.result_entry_id, call)
-            await self._beating(self.store.write(inp.session_id, None, lambda storage: storage.sync()))
+            await self._sync(inp)
             return StreamResult(message=self._final_message(inp, call), handoff=True)
         message = self._final_message(inp, call)
         retry = None if call.signal.aborted else call.state["retry"]
@@ -139,8 +149,13 @@ class LlmActivities:
                 raise retry
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
-                await self._beating(self.store.write(inp.session_id, None, lambda storage: storage.sync()))
+                await self._sync(inp)
                 return StreamResult(message=message, overflow=True)
+            if info.is_local:
+                # Not recorded: the workflow task this runs in may be lost and the call made again.
+                # The workflow queues the message for writing (see ``StreamInput.pending_entries``).
+                await self._sync(inp)
+                return StreamResult(message=message)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
             stored = await self._beating(
                 self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
@@ -153,6 +168,11 @@ class LlmActivities:
             await call.publisher.close()
         deltas = call.state["deltas"] if call.publisher.started else 0
         return StreamResult(message=message, deltas_published=deltas)
+
+    async def _sync(self, inp: StreamInput) -> None:
+        """Make the entries this call appended (unsynced) durable."""
+        if inp.entries:
+            await self._beating(self.store.write(inp.session_id, None, lambda storage: storage.sync()))
 
     async def _beating(self, write: Awaitable[T]) -> T:
         """Await a session write, heartbeating if it takes a publish interval or more.

@@ -255,6 +255,9 @@ class StreamInput(WireModel):
     # A context-overflow error is then returned without being recorded: the workflow compacts and
     # retries the call once instead.
     compact_on_overflow: bool = False
+    # A local attempt's context runs through these too, but they are not written: the workflow task
+    # that made them is the one running the attempt, and may yet be lost and made again.
+    pending_entries: list[SessionEntry] = Field(default_factory=list)
     # The workflow holds the turn's events until this call returns or publishes: a call still quiet
     # at its first publish tick signals ``model_waiting`` so they go out then.
     events_held: bool = False

@@ -34,9 +34,14 @@ class Transcript:
         leaf_id: str | None = None,
         unwritten: list[SessionEntry] | None = None,
         entry_ids: list[str | None] | None = None,
+        task: Callable[[], int] | None = None,
     ) -> None:
         self._new_id = new_id
         self._now_ms = now_ms
+        # Which workflow task is running (a number that grows from one task to the next), and the
+        # one each unwritten entry was made in: see ``split_committed``.
+        self._task = task
+        self._made_in: dict[str, int] = {}
         self.messages: list[Message] = list(messages or [])
         # Index of ``messages[0]`` in the whole conversation (older ones were not carried over).
         self.first_message_index = first_message_index
@@ -67,18 +72,35 @@ class Transcript:
         entry.timestamp = entry.timestamp or self._now_ms()
         entry.parent_id = self.leaf_id
         self.unwritten.append(entry)
+        if self._task is not None:
+            self._made_in[entry.id] = self._task()
         if not isinstance(entry, LeafEntry):
             self.leaf_id = entry.id
         return entry
 
-    def add_message(self, message: Message, *, written_as: str | None = None) -> None:
-        """Append a message; ``written_as`` is the entry id an activity already wrote it under."""
+    def add_message(self, message: Message, *, written_as: str | None = None, entry_id: str = "") -> None:
+        """Append a message; ``written_as`` is the entry id an activity already wrote it under, else
+        it is queued for writing (as ``entry_id`` if given)."""
         self.messages.append(message)
         if written_as is not None:
             self.leaf_id = written_as
         else:
-            self.add(MessageEntry(message=message))
+            self.add(MessageEntry(id=entry_id, message=message))
         self.entry_ids.append(self.leaf_id)
+
+    def split_committed(self) -> tuple[list[SessionEntry], list[SessionEntry]]:
+        """The unwritten entries made in earlier workflow tasks, and those made in the running one.
+
+        An earlier task's entries are in the workflow's history: any replay makes them the same. The
+        running task's are not yet; if it is lost (its worker dies), the next attempt makes them
+        again, maybe different (a timestamp, a tool's result), so they must not be written from
+        inside it (by a local activity). Entries carried over from another run count as earlier.
+        """
+        if self._task is None:
+            return list(self.unwritten), []
+        current = self._task()
+        committed = [e for e in self.unwritten if self._made_in.get(e.id, -1) < current]
+        return committed, [e for e in self.unwritten if self._made_in.get(e.id, -1) >= current]
 
     def reset(self) -> None:
         self.replace_messages([], [])
@@ -94,6 +116,8 @@ class Transcript:
     def mark_written(self, entries: list[SessionEntry]) -> None:
         written = {entry.id for entry in entries}
         self.unwritten = [entry for entry in self.unwritten if entry.id not in written]
+        for entry_id in written:
+            self._made_in.pop(entry_id, None)
 
     def carry_tail(
         self, max_bytes: int, size_of: Callable[[Message], int]

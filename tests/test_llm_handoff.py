@@ -31,15 +31,18 @@ from agentcore.tools import ToolRegistry
 
 
 class SlowModel:
-    """Answers "done" after ``delay`` seconds, with no deltas; records each call's abort signal."""
+    """Answers "done" after ``delay`` seconds, with no deltas; records each call's context and abort
+    signal."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.signals: list[object] = []
+        self.contexts: list[LlmContext] = []
 
     def __call__(
         self, model: Model, context: LlmContext, options: StreamOptions
     ) -> AsyncIterator[StreamEvent]:
+        self.contexts.append(context)
         return self._stream(model, options)
 
     async def _stream(self, model: Model, options: StreamOptions) -> AsyncIterator[StreamEvent]:
@@ -56,12 +59,14 @@ class SlowModel:
         yield StreamDone(reason="stop", message=message)
 
 
+USER = MessageEntry(id="u1", message=UserMessage(content="hi", timestamp=1))
+
+
 def _input(**fields: object) -> StreamInput:
-    user = MessageEntry(id="u1", message=UserMessage(content="hi", timestamp=1))
+    fields.setdefault("entries", [USER])
     return StreamInput(
         session_id="s",
         model=scripted_model(),
-        entries=[user],
         leaf_id="u1",
         result_entry_id="a1",
         create=SessionCreate(cwd="/"),
@@ -86,11 +91,21 @@ def _stored(tmp_path: Path) -> list[str]:
         return [entry.id for entry in reader.get_entries()]
 
 
-async def test_a_quick_call_ends_in_its_local_attempt(tmp_path: Path) -> None:
+async def test_a_quick_call_ends_in_its_local_attempt_which_writes_no_result(tmp_path: Path) -> None:
+    """The workflow task a local attempt runs in may be lost and run again, making the call anew:
+    the workflow queues the result for writing, not the attempt."""
     model = SlowModel(0.0)
     result = await _env(local=True).run(_activities(SessionStore(tmp_path), model).stream, _input())
     assert not result.handoff and result.message.stop_reason == "stop" and result.deltas_published == 0
-    assert _stored(tmp_path) == ["u1", "a1"]
+    assert _stored(tmp_path) == ["u1"]
+
+
+async def test_pending_entries_are_in_the_context_but_not_in_the_file(tmp_path: Path) -> None:
+    model = SlowModel(0.0)
+    acts = _activities(SessionStore(tmp_path), model)
+    await _env(local=True).run(acts.stream, _input(entries=[], pending_entries=[USER]))
+    assert [m.text for m in model.contexts[0].messages] == ["hi"]
+    assert _stored(tmp_path) == []
 
 
 async def test_a_slow_call_is_handed_off_and_taken_over_without_calling_again(tmp_path: Path) -> None:

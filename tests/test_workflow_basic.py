@@ -359,3 +359,38 @@ async def test_an_abort_reaches_a_handed_off_call(temporal_client: Client, tmp_p
     assert reply.role == "assistant" and reply.stop_reason == "aborted"
     assert reply.text.startswith("word") and len(reply.text) < len(" ".join(["word"] * 40))
     assert len(slow.calls) == 1, "the remote activity took the call over, it did not call again"
+
+
+async def test_a_runs_unwritten_entries_reach_the_session_file_soon_or_when_asked(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A run whose model calls were local leaves its entries to the next run's first call; with no
+    next run they are written after ``FLUSH_DELAY``, and at once for a client waiting for idle."""
+    import asyncio
+
+    from agentcore.session import JsonlSessionStorage
+
+    def messages() -> list[str]:
+        path = next((tmp_path / "sessions").rglob("*.jsonl"))
+        with JsonlSessionStorage.open(path) as reader:
+            return [m.role for m in reader.build_context().messages]
+
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(lambda c: text("ok"))) as h:
+        agent = await h.agents.start("deferred", AgentOptions(model=scripted_model()))
+        offset = await agent.event_offset()
+        await agent.prompt("first")
+        await collect_run(agent, offset)
+        for _ in range(50):
+            if messages() == ["user", "assistant"]:
+                break
+            await asyncio.sleep(0.1)
+        assert messages() == ["user", "assistant"]
+        await agent.prompt("second")
+        await agent.wait_for_idle(timeout=0.9)
+        assert messages() == ["user", "assistant"] * 2
+        await agent.prompt("third")
+        await agent.prompt("fourth")
+        await agent.wait_for_idle(timeout=10)
+        state = await agent.get_state()
+    assert messages() == ["user", "assistant"] * 4
+    assert [m.role for m in state.messages] == ["user", "assistant"] * 4

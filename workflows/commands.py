@@ -162,6 +162,7 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
+        self.flush_wanted = True  # entries waiting for the next run are written now
         await workflow.wait_condition(
             lambda: self.initialized and not self._busy() and not self.transcript.unwritten
         )

@@ -15,7 +15,9 @@ run, building its models again each time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -56,6 +58,10 @@ from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
+# Entries a run's last workflow task made wait this long for the next run to write them (see
+# ``_defer_flush``). Histories recorded before flushed them at once.
+PATCH_DEFER_FLUSH = "defer-session-flush-v1"
+FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -80,6 +86,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             leaf_id=inp.leaf_id,
             unwritten=inp.unwritten,
             entry_ids=inp.message_entry_ids or None,
+            task=lambda: workflow.info().get_current_history_length(),
         )
         self.stats: SessionStats = inp.stats or SessionStats()
         self.steering: list[QueuedMessage] = list(inp.steering_queue)
@@ -103,6 +110,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.model_hold = False
         self._index_running = False
         self.compacting = False
+        self.flush_wanted = False
 
     @workflow.run
     async def run(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
@@ -130,7 +138,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             )
             if self.pending_run is not None:
                 await self._run_agent(self.pending_run)
-            if self.transcript.unwritten and not self.write_blocked:
+            await self._defer_flush()
+            if self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
                 await self._flush()
             if self.pending_run is None and self._continue_as_new_due():
                 await self._continue_as_new()
@@ -204,12 +213,15 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 self._streaming_from = self._next_event_offset() + 1
         elif event.type == "message_end":
             self.streaming_message = None
-            written = self.runtime.written_message
-            written_as = None
-            if written is not None and written[0] is event.message:
-                written_as = written[1]
-                self.runtime.written_message = None
-            self.transcript.add_message(event.message, written_as=written_as)
+            result = self.runtime.result_entry
+            if result is not None and result.message is event.message:
+                self.runtime.result_entry = None
+                if result.written:
+                    self.transcript.add_message(event.message, written_as=result.entry_id)
+                else:
+                    self.transcript.add_message(event.message, entry_id=result.entry_id)
+            else:
+                self.transcript.add_message(event.message)
             self.stats = add_message_to_stats(self.stats, event.message)
         elif event.type == "tool_execution_start":
             self.pending_tool_calls.add(event.tool_call_id)
@@ -220,7 +232,27 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             if isinstance(message, AssistantMessage) and message.error_message:
                 self.error_message = message.error_message
 
+    async def _defer_flush(self) -> None:
+        """Let the next run write what this workflow task made, if it comes within ``FLUSH_DELAY``.
+
+        A run whose model calls were local ends with its entries unwritten (see
+        ``TemporalRuntime._call_model``): flushed at once, each run would cost one more activity
+        and workflow task. Deferred, the next run's first model call writes them, back to back
+        runs pay nothing, and the session file lags the workflow by ``FLUSH_DELAY`` at most (less
+        when a client waits for the conversation to be idle, which asks for the flush at once).
+        """
+        if self.write_blocked or not self.transcript.split_committed()[1]:
+            return
+        if not workflow.patched(PATCH_DEFER_FLUSH):
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(
+                lambda: self.pending_run is not None or self.flush_wanted or self._continue_as_new_due(),
+                timeout=FLUSH_DELAY,
+            )
+
     async def _flush(self) -> None:
+        self.flush_wanted = False
         entries = list(self.transcript.unwritten)
         try:
             await workflow.execute_activity(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -72,12 +72,18 @@ PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
 PATCH_LOCAL_MODEL = "local-quick-model-calls-v1"
 
 
+class ResultEntry(NamedTuple):
+    message: AssistantMessage
+    entry_id: str
+    written: bool
+
+
 class TemporalRuntime:
     def __init__(self, conversation: ConversationWorkflow) -> None:
         self.conversation = conversation
-        # The assistant message the last llm.stream activity already wrote, and its entry id: the
-        # workflow must not queue it for writing a second time.
-        self.written_message: tuple[AssistantMessage, str] | None = None
+        # The last llm.stream call's message and entry id, and whether the activity wrote it (a
+        # remote one did: the workflow must not queue it a second time; a local one did not).
+        self.result_entry: ResultEntry | None = None
         # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*).
         self.last_call_quick = True
 
@@ -102,21 +108,17 @@ class TemporalRuntime:
         if conversation.compaction_due():
             await conversation.compact("threshold")
         try:
-            result, result_entry_id = await self._call_model(
-                model, context, options, compact_on_overflow=True
-            )
+            result, entry = await self._call_model(model, context, options, compact_on_overflow=True)
             if result.overflow:
                 # pi's rule: a context overflow is compacted away and the call retried, once.
                 await conversation.compact("overflow", will_retry=True)
-                result, result_entry_id = await self._call_model(
-                    model, context, options, compact_on_overflow=False
-                )
+                result, entry = await self._call_model(model, context, options, compact_on_overflow=False)
         except ActivityError as err:
             aborted = isinstance(err.cause, CancelledError)
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
         message = result.message
-        self.written_message = (message, result_entry_id)
+        self.result_entry = entry._replace(message=message)
         if result.deltas_published == 0:
             # The call finished before the activity's first publish: give subscribers the deltas from
             # the final message instead (one per block), without an extra signal per model call.
@@ -129,13 +131,16 @@ class TemporalRuntime:
 
     async def _call_model(
         self, model: Model, context: LlmContext, options: StreamOptions, *, compact_on_overflow: bool
-    ) -> tuple[StreamResult, str]:
+    ) -> tuple[StreamResult, ResultEntry]:
         """One ``llm.stream`` call; raises ``ActivityError`` when it finally fails.
 
         A call expected to be quick runs as a local activity first: in the worker that holds the
         conversation, inside its workflow task, with no server round trip. If it has not ended after
-        one publish interval, the worker keeps it running and hands it to a remote activity with the
-        same input, which streams its deltas and can be aborted (``StreamResult.handoff``).
+        one publish interval, the worker keeps it running and hands it to a remote activity, which
+        streams its deltas and can be aborted (``StreamResult.handoff``). A local attempt writes to
+        the session only entries earlier workflow tasks made, not its result: the task it runs in
+        may be lost and run again (see ``Transcript.split_committed``); the rest is written by the
+        next call, or by ``session.append`` once the run ends.
         """
         conversation = self.conversation
         transcript = conversation.transcript
@@ -143,13 +148,15 @@ class TemporalRuntime:
         result_entry_id = self.new_id()
         local = self._call_locally()
         hold = not local and self._hold_events()
+        written, pending = transcript.split_committed() if local else (entries, [])
         activity_input = StreamInput(
             session_id=conversation.session_id,
             model=model,
             system_prompt=context.system_prompt,
             thinking_level=options.thinking_level,
             tool_names=[tool.name for tool in context.tools],
-            entries=entries,
+            entries=written,
+            pending_entries=pending,
             leaf_id=transcript.leaf_id,
             result_entry_id=result_entry_id,
             max_tokens=options.max_tokens,
@@ -159,15 +166,19 @@ class TemporalRuntime:
             events_held=hold,
         )
         signal: AbortSignal | None = options.signal
-        result = await self._call_local(activity_input, signal) if local else None
-        quick = result is not None and not result.handoff
-        if result is None or result.handoff:
+        local_result = await self._call_local(activity_input, signal) if local else None
+        if local_result is not None and not local_result.handoff:
+            result, quick, result_written = local_result, True, False
+        else:
+            if local:  # the remote activity writes them all (this task is in the history by then)
+                written = entries
+                activity_input = activity_input.model_copy(update={"entries": entries, "pending_entries": []})
             result = await self._call_remote(activity_input, signal, hold)
-            quick = not local and result.deltas_published == 0
-        transcript.mark_written(entries)
+            quick, result_written = not local and result.deltas_published == 0, True
+        transcript.mark_written(written)
         conversation.session_created = True
         self.last_call_quick = quick
-        return result, result_entry_id
+        return result, ResultEntry(result.message, result_entry_id, result_written)
 
     def _call_locally(self) -> bool:
         """Whether the next model call starts as a local activity (see PATCH_LOCAL_MODEL)."""

@@ -95,6 +95,7 @@ class ConversationState:
     _releaser: asyncio.Task[None]
     local_activities: int
     model_hold: bool
+    flush_wanted: bool
     _index_running: bool
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:

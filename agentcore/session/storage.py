@@ -568,17 +568,29 @@ class JsonlSessionStorage:
         with self._lock:
             return self._stats.snapshot()
 
-    def build_context(self, leaf_id: str | None = None) -> SessionContext:
+    def build_context(
+        self, leaf_id: str | None = None, *, pending: Sequence[SessionEntry] = ()
+    ) -> SessionContext:
         """Messages, model, thinking level, active tools and system prompt at ``leaf_id`` (default:
-        the current leaf). See ``context.build_context`` for the rules."""
+        the current leaf). See ``context.build_context`` for the rules.
+
+        ``pending``: entries not in the file (not to be written yet) that the path may run through,
+        as if appended; ``leaf_id`` may name one of them.
+        """
         self._limit_read()
+        overlay = {entry.id: entry for entry in pending}
         with self._lock, _gc_paused():
-            path = self._path_ids(leaf_id if leaf_id is not None else self._leaf_id)
+            current = leaf_id if leaf_id is not None else self._leaf_id
+            ahead: list[str] = []
+            while current is not None and current in overlay:
+                ahead.append(current)
+                current = overlay[current].parent_id
+            path = self._path_ids(current) + ahead[::-1]
             system_prompt = self._require_header().metadata.get(SYSTEM_PROMPT_METADATA_KEY)
             return build_context(
                 path,
-                self._types.__getitem__,
-                self._entry,
+                lambda entry_id: overlay[entry_id].type if entry_id in overlay else self._types[entry_id],
+                lambda entry_id: overlay[entry_id] if entry_id in overlay else self._entry(entry_id),
                 system_prompt=system_prompt if isinstance(system_prompt, str) else None,
             )
 
