@@ -43,7 +43,7 @@ from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
-from .session import SessionStore
+from .session import SessionStore, heartbeating
 
 T = TypeVar("T")
 
@@ -133,8 +133,9 @@ class LlmActivities:
             if isinstance(prepared, AssistantMessage):
                 return StreamResult(message=prepared)
             publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
-            if info.attempt > 1 and not info.is_local:
-                publisher.announce_retry(info.attempt)
+            attempt = info.attempt + inp.prior_attempts
+            if attempt > 1 and not info.is_local:
+                publisher.announce_retry(attempt)
             call = self._start_call(inp, prepared, publisher)
         if not await self._wait_call(call, local=info.is_local):
             # Still running after one publish interval: a local attempt hands the call to a remote
@@ -180,16 +181,9 @@ class LlmActivities:
         A write can wait on the file's lock (another worker mid-write, up to ``LOCK_WAIT_SECONDS``)
         or behind other writes on a busy worker; without beats the call would look dead to the
         server, which times it out after ``llm_heartbeat_seconds`` and runs it again elsewhere.
-        A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write). A local
-        attempt sends none at all: its worker holds the workflow task meanwhile.
+        A quick write sends none (entry 12 of bench/RESULTS.md: each beat is a server write).
         """
-        if activity.info().is_local:
-            return await write
-        beater = asyncio.create_task(_heartbeat_ticker(self.publish_interval.total_seconds()))
-        try:
-            return await write
-        finally:
-            beater.cancel()
+        return await heartbeating(write, self.publish_interval.total_seconds())
 
     def _start_call(self, inp: StreamInput, context: LlmContext, publisher: _DeltaPublisher) -> _Call:
         signal = AbortSignal()

@@ -18,7 +18,7 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -201,6 +201,30 @@ class SessionActivities:
 
     @activity.defn(name="session.append")  # don't rename: recorded in histories
     async def append(self, inp: AppendInput) -> None:
-        """Append the workflow's entries (idempotent on id)."""
+        """Append the workflow's entries (idempotent on id), heartbeating if that takes a while (the
+        workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon)."""
         entries = inp.entries
-        await self.store.write(inp.session_id, inp.create, lambda storage: storage.append_entries(entries))
+        await heartbeating(
+            self.store.write(inp.session_id, inp.create, lambda storage: storage.append_entries(entries))
+        )
+
+
+async def heartbeating(work: Awaitable[T], interval: float = 0.08) -> T:
+    """Await ``work`` in an activity, heartbeating every ``interval`` once it takes that long.
+
+    A quick write sends none (each beat is a server write); a local activity none at all (it has no
+    heartbeat: its worker holds the workflow task meanwhile).
+    """
+    if activity.info().is_local:
+        return await work
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat()
+
+    beater = asyncio.create_task(beat())
+    try:
+        return await work
+    finally:
+        beater.cancel()

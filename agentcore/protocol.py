@@ -258,6 +258,8 @@ class StreamInput(WireModel):
     # A local attempt's context runs through these too, but they are not written: the workflow task
     # that made them is the one running the attempt, and may yet be lost and made again.
     pending_entries: list[SessionEntry] = Field(default_factory=list)
+    # Failed attempts already made at this call (a local one): attempt numbers continue from them.
+    prior_attempts: int = 0
     # The workflow holds the turn's events until this call returns or publishes: a call still quiet
     # at its first publish tick signals ``model_waiting`` so they go out then.
     events_held: bool = False

@@ -394,3 +394,38 @@ async def test_a_runs_unwritten_entries_reach_the_session_file_soon_or_when_aske
         state = await agent.get_state()
     assert messages() == ["user", "assistant"] * 4
     assert [m.role for m in state.messages] == ["user", "assistant"] * 4
+
+
+async def test_a_failed_local_attempt_counts_as_the_first_and_its_retry_waits(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A retryable provider failure in a local attempt: the remote attempt comes after the delay the
+    provider asked for, announced as attempt 2; the call is made twice, not three times."""
+    import time
+
+    from agentcore.events import StreamError, StreamStart
+    from agentcore.messages import AssistantMessage
+
+    answers = ScriptedModel(lambda context: text("Recovered."))
+    calls: list[float] = []
+
+    async def flaky(model, context, options):  # type: ignore[no-untyped-def]
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id, timestamp=1)
+            yield StreamStart(partial=partial)
+            failed = partial.model_copy(update={"stop_reason": "error", "error_message": "429 slow down"})
+            yield StreamError(reason="error", error=failed, retryable=True, retry_after_seconds=0.5)
+            return
+        async for event in answers(model, context, options):
+            yield event
+
+    async with running_worker(temporal_client, tmp_path, flaky) as h:
+        agent = await h.agents.start("flaky-local", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        events = await collect_run(agent)
+        state = await agent.get_state()
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.5
+    retries = [e for e in events if e.type == "llm_retry"]
+    assert [e.attempt for e in retries] == [2]
+    assert state.messages[-1].text == "Recovered." and not state.error_message

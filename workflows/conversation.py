@@ -259,6 +259,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 APPEND_ACTIVITY,
                 AppendInput(session_id=self.session_id, entries=entries, create=self.session_create()),
                 start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                # The activity beats while its write waits: a worker that dies mid-write is noticed
+                # as soon as a model call's would be, not after the 30 s backstop.
+                heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
                 retry_policy=policies.SESSION_WRITE.retry,
                 summary=f"append {len(entries)} entries",
             )

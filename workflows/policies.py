@@ -30,9 +30,10 @@ class ActivityOptions:
     retry: RetryPolicy
 
 
-def llm_call(limits: ConversationLimits) -> ActivityOptions:
+def llm_call(limits: ConversationLimits, prior_attempts: int = 0) -> ActivityOptions:
     # A short heartbeat timeout is what makes abort fast: cancellation reaches an activity only
     # through its heartbeats (the worker throttles them to ``HEARTBEAT_THROTTLE``).
+    # ``prior_attempts``: a failed local attempt already made (it counts against the maximum).
     return ActivityOptions(
         start_to_close=timedelta(seconds=limits.llm_timeout_seconds),
         heartbeat=timedelta(seconds=limits.llm_heartbeat_seconds),
@@ -40,7 +41,9 @@ def llm_call(limits: ConversationLimits) -> ActivityOptions:
             initial_interval=timedelta(seconds=1),
             backoff_coefficient=2.0,
             maximum_interval=timedelta(seconds=60),
-            maximum_attempts=limits.llm_max_attempts,
+            maximum_attempts=max(1, limits.llm_max_attempts - prior_attempts)
+            if limits.llm_max_attempts
+            else 0,
         ),
     )
 

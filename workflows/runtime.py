@@ -7,6 +7,8 @@ activity hands back its partial message (``stop_reason="aborted"``) instead of i
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -24,7 +26,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     import orjson
 
-    from agentcore.errors import EXECUTION_ERROR, EXECUTION_TIMEOUT, OUTCOME_UNKNOWN
+    from agentcore.errors import EXECUTION_ERROR, EXECUTION_TIMEOUT, OUTCOME_UNKNOWN, SESSION_LOCKED
     from agentcore.events import (
         StreamDone,
         StreamError,
@@ -113,8 +115,8 @@ class TemporalRuntime:
                 # pi's rule: a context overflow is compacted away and the call retried, once.
                 await conversation.compact("overflow", will_retry=True)
                 result, entry = await self._call_model(model, context, options, compact_on_overflow=False)
-        except ActivityError as err:
-            aborted = isinstance(err.cause, CancelledError)
+        except FailureError as err:  # an ActivityError, or a local attempt's failure as it came
+            aborted = isinstance(err.cause if isinstance(err, ActivityError) else err, CancelledError)
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
         message = result.message
@@ -167,12 +169,17 @@ class TemporalRuntime:
         )
         signal: AbortSignal | None = options.signal
         local_result = await self._call_local(activity_input, signal) if local else None
-        if local_result is not None and not local_result.handoff:
+        if isinstance(local_result, StreamResult) and not local_result.handoff:
             result, quick, result_written = local_result, True, False
         else:
+            prior_attempts = 0
+            if isinstance(local_result, FailureError):
+                prior_attempts = await self._after_local_failure(local_result, signal)
             if local:  # the remote activity writes them all (this task is in the history by then)
                 written = entries
-                activity_input = activity_input.model_copy(update={"entries": entries, "pending_entries": []})
+                activity_input = activity_input.model_copy(
+                    update={"entries": entries, "pending_entries": [], "prior_attempts": prior_attempts}
+                )
             result = await self._call_remote(activity_input, signal, hold)
             quick, result_written = not local and result.deltas_published == 0, True
         transcript.mark_written(written)
@@ -190,8 +197,8 @@ class TemporalRuntime:
 
     async def _call_local(
         self, activity_input: StreamInput, signal: AbortSignal | None
-    ) -> StreamResult | None:
-        """The local attempt: its result (maybe a handoff), or None if it failed (a remote call retries)."""
+    ) -> StreamResult | FailureError:
+        """The local attempt: its result (maybe a handoff), or how it failed (a remote call retries)."""
         conversation = self.conversation
         model = activity_input.model
         handle = workflow.start_local_activity(
@@ -214,18 +221,40 @@ class TemporalRuntime:
             cause = err.cause if isinstance(err, ActivityError) else err
             if isinstance(cause, CancelledError):
                 raise
-            return None
+            return err
         finally:
             conversation.local_activities -= 1
             if remove is not None:
                 remove()
+
+    async def _after_local_failure(self, error: FailureError, signal: AbortSignal | None) -> int:
+        """How many attempts the failed local one counts for; waits out its retry delay first.
+
+        A busy session file is not the call's failure (the remote attempt waits for the file). A
+        failure retrying cannot fix is the call's outcome, as a remote attempt's would be. Any other
+        counts as the call's first attempt: the remote one comes after the delay the provider asked
+        for (or the retry policy's first interval), as Temporal's retry would have, not at once.
+        """
+        cause = error.cause if isinstance(error, ActivityError) else error
+        failure = cause if isinstance(cause, ApplicationError) else None
+        if failure is not None and failure.type == SESSION_LOCKED:
+            return 0
+        if failure is not None and (
+            failure.non_retryable or failure.type in policies.NON_RETRYABLE_SESSION_ERRORS
+        ):
+            raise error
+        opts = policies.llm_call(self.conversation.limits)
+        delay = (failure.next_retry_delay if failure is not None else None) or opts.retry.initial_interval
+        with contextlib.suppress(asyncio.TimeoutError):
+            await workflow.wait_condition(lambda: signal is not None and signal.aborted, timeout=delay)
+        return 1
 
     async def _call_remote(
         self, activity_input: StreamInput, signal: AbortSignal | None, hold: bool
     ) -> StreamResult:
         conversation = self.conversation
         model = activity_input.model
-        opts = policies.llm_call(conversation.limits)
+        opts = policies.llm_call(conversation.limits, activity_input.prior_attempts)
         handle = workflow.start_activity(
             LLM_ACTIVITY,
             activity_input,
@@ -338,8 +367,8 @@ def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"]
     return StreamError(reason=reason, error=message)
 
 
-def _describe_failure(err: ActivityError) -> str:
-    cause = err.cause
+def _describe_failure(err: FailureError) -> str:
+    cause = err.cause if isinstance(err, ActivityError) else err
     if isinstance(cause, ApplicationError):
         return cause.message
     if isinstance(cause, TimeoutError):
