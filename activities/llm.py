@@ -95,14 +95,14 @@ class LlmActivities:
         if call is not None:
             publisher = _DeltaPublisher(self.publish_interval)
             publisher.pending, call.publisher = call.publisher.pending, publisher
-            if not info.is_local and not call.task.done():
-                await publisher.tick()  # the deltas held over the local attempt go out now
             if inp.entries:  # the ones the local attempt could not write
                 await self._beating(
                     self.store.write(
                         inp.session_id, inp.create, lambda storage: storage.append_entries(inp.entries)
                     )
                 )
+            if not info.is_local and not call.task.done():
+                await publisher.tick()  # the deltas held over the local attempt go out now
         else:
 
             def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:

@@ -24,17 +24,34 @@ FINAL = {
 
 
 async def llm_attempts(agent: DurableAgent) -> list[tuple[int, str]]:
-    """``(attempt, last failure)`` of every llm.stream activity in the current run's history."""
+    """``(attempt, last failure)`` of every llm.stream attempt in the current run's history.
+
+    A model call expected to be quick starts as a local activity (a marker in the history, with its
+    failure if it failed); a failed one counts as the call's first attempt, so the remote attempt
+    after it is the second, and its last failure is the local one's.
+    """
     history = await agent.handle.fetch_history()
     names = {}
-    attempts = []
+    attempts: list[tuple[int, str]] = []
+    local_failure = ""
     for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            data = marker.details["data"].payloads[0].data if "data" in marker.details else b""
+            if marker.marker_name == "core_local_activity" and b'"llm.stream"' in data:
+                local_failure = marker.failure.message if marker.HasField("failure") else ""
+                if local_failure:
+                    attempts.append((1, ""))
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
             started = event.activity_task_started_event_attributes
             if names.get(started.scheduled_event_id) == "llm.stream":
-                attempts.append((started.attempt, started.last_failure.message))
+                if local_failure and started.attempt == 1:
+                    attempts.append((2, local_failure))
+                else:
+                    attempts.append((started.attempt, started.last_failure.message))
+                local_failure = ""
     return attempts
 
 

@@ -20,12 +20,18 @@ from .test_signals_abort import user_texts
 from .test_worker_faults import directive
 
 
-@pytest.mark.parametrize("tear", [2, 3], ids=["entries-batch", "assistant-result"])
-async def test_kill_mid_append_torn_line_is_repaired(rig: Rig, tear: int) -> None:
-    """Fault 4: the worker dies halfway through one ``write`` of the session file (the 2nd write is
-    the prompt's entries, the 3rd the model's answer). The next writer closes the torn line off with
-    a marker; readers skip exactly that line; no entry is lost or doubled."""
-    torn = await rig.spawn(tear_append=tear)
+@pytest.mark.parametrize(
+    ("tear", "delay"),
+    [('"hello"', 0.05), ('"assistant"', 0.05), ('"hello"', 0.0)],
+    ids=["entries-batch", "assistant-result", "run-flush"],
+)
+async def test_kill_mid_append_torn_line_is_repaired(rig: Rig, tear: str, delay: float) -> None:
+    """Fault 4: the worker dies halfway through one ``write`` of the session file: the prompt's
+    entries or the model's answer, each written by the model activity (a call slow enough to be
+    handed from its local attempt to a remote one), or a quick run's entries, written together once
+    the run ends. The next writer closes the torn line off with a marker; readers skip exactly that
+    line; no entry is lost or doubled."""
+    torn = await rig.spawn(tear_append=tear, delay=delay, chunks=3)
     agent = await rig.start("torn")
     await agent.prompt("hello")
     await wait_until(lambda: torn.process.poll() is not None, 30, what="the worker to die mid-append")

@@ -124,18 +124,18 @@ def logged_stream(model: ScriptedModel, log: Path) -> Any:
     return stream
 
 
-def tear_appends_after(count: int) -> None:
-    """Die (SIGKILL, from inside) halfway through the ``count``-th session-file append of this process.
+def tear_append_containing(marker: str) -> None:
+    """Die (SIGKILL, from inside) halfway through this process's first session-file write whose bytes
+    contain ``marker`` (which write that is depends on how the turn ran, so it is chosen by content).
 
     The only way to stop a process *inside* one ``write`` call at a chosen byte: write half the
     payload, then kill ourselves, exactly as a crash mid-append would leave the file.
     """
     original = session_storage._write_all
-    seen = {"writes": 0}
+    wanted = marker.encode()
 
     def write_all(fd: int, data: bytes) -> None:
-        seen["writes"] += 1
-        if seen["writes"] >= count and len(data) > 2:
+        if wanted in data and len(data) > 2:
             os.write(fd, data[: len(data) // 2])
             os.kill(PID, signal.SIGKILL)
         original(fd, data)
@@ -154,12 +154,12 @@ async def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each scripted delta")
     parser.add_argument("--chunks", type=int, default=1, help="deltas per scripted block")
     parser.add_argument("--reply-words", type=int, default=3)
-    parser.add_argument("--tear-append", type=int, default=0, help="die mid-way through this append")
+    parser.add_argument("--tear-append", default="", help="die mid-way through the append containing this")
     args = parser.parse_args()
 
     log = Path(args.log)
     if args.tear_append:
-        tear_appends_after(args.tear_append)
+        tear_append_containing(args.tear_append)
     client = await connect(args.address)
     tools = [
         op_tool("safe_op", log, retry_safe=True),
