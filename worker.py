@@ -72,13 +72,12 @@ def create_worker(
     session = SessionActivities(store)
     compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
     worker_options.setdefault("workflow_runner", workflow_runner(client.data_converter))
-    # A workflow task holds its slot while its local activities run (short tools, and model calls
-    # expected to be quick: a whole quick turn), so a slot is mostly waiting on I/O, and with too few
-    # the other conversations queue on the server: past the sticky queue's 3 s a task moves to the
-    # shared queue and its history is replayed. Not unbounded either: after a worker crash the
-    # survivor replays every history it takes over at once, and each must finish within the
-    # conversation's 30 s workflow task timeout (100 in flight overran a 10 s one, again and again).
-    worker_options.setdefault("max_concurrent_workflow_tasks", 64)
+    # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
+    # throughput, only makes each slower; after a worker crash the survivor replays many histories
+    # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
+    # (A task also holds its slot while its local activities run, a whole quick turn; 64 slots
+    # measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
+    worker_options.setdefault("max_concurrent_workflow_tasks", 16)
     # A dead worker's sticky queue holds its conversations' next tasks this long before any other
     # worker may take them (the SDK default is 10 s).
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))

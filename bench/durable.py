@@ -139,19 +139,18 @@ async def paced(
         await asyncio.gather(*(clock.turn("/tools 1") for clock in clocks))  # warm every workflow
         interval = 3600 / rate_per_hour
         samples: list[float] = []
-        failures = 0
+        failures = Counter[str]()
         before = s.cpu()
         deadline = time.perf_counter() + seconds
 
         async def session(clock: TurnClock) -> None:
-            nonlocal failures
             await asyncio.sleep(random.uniform(0, interval))
             next_at = time.perf_counter()
             while next_at < deadline:
                 try:
                     samples.append(await clock.turn("/tools 1", timeout=60))
-                except Exception:
-                    failures += 1
+                except Exception as exc:
+                    failures[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
                 next_at += interval
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
@@ -172,7 +171,13 @@ async def paced(
             f"{(after.server - before.server) / turns * 1000:.1f} / "
             f"{(after.clients - before.clients) / turns * 1000:.1f} ms",
         ),
-        Row(label, "failed turns", str(failures), "0", failures == 0),
+        Row(
+            label,
+            "failed turns",
+            f"{failures.total()} {dict(failures)}" if failures else "0",
+            "0",
+            not failures,
+        ),
     ]
 
 

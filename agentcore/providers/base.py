@@ -67,6 +67,9 @@ logger = logging.getLogger("agentcore.providers")
 ABORTED_MESSAGE = "Request was aborted"
 # Connect fails fast; reads may legitimately pause for minutes while a model thinks.
 HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+# Every open connection may be kept for the next call (httpx keeps 20 of its 100): a worker running
+# more than 20 model calls at once otherwise closes and reopens connections on every call.
+HTTP_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _MAX_ERROR_BODY_BYTES = 64 * 1024
 
 BlockKind = Literal["text", "thinking", "toolCall"]
@@ -247,7 +250,7 @@ def shared_client() -> httpx.AsyncClient:
     client = _clients.get(loop)
     if client is None or client.is_closed:
         _spare_httpcore_failed_imports()
-        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT)
+        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS)
         _clients[loop] = client
     return client
 
