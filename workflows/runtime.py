@@ -116,11 +116,11 @@ class TemporalRuntime:
                 await conversation.compact("overflow", will_retry=True)
                 result, entry = await self._call_model(model, context, options, compact_on_overflow=False)
         except FailureError as err:  # an ActivityError, or a local attempt's failure as it came
-            aborted = isinstance(err.cause if isinstance(err, ActivityError) else err, CancelledError)
+            aborted = isinstance(_cause(err), CancelledError)
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
         message = result.message
-        self.result_entry = entry._replace(message=message)
+        self.result_entry = entry
         if result.deltas_published == 0:
             # The call finished before the activity's first publish: give subscribers the deltas from
             # the final message instead (one per block), without an extra signal per model call.
@@ -218,8 +218,7 @@ class TemporalRuntime:
             return result
         except FailureError as err:
             # A local activity's failure may come unwrapped (not as an ActivityError).
-            cause = err.cause if isinstance(err, ActivityError) else err
-            if isinstance(cause, CancelledError):
+            if isinstance(_cause(err), CancelledError):
                 raise
             return err
         finally:
@@ -235,7 +234,7 @@ class TemporalRuntime:
         counts as the call's first attempt: the remote one comes after the delay the provider asked
         for (or the retry policy's first interval), as Temporal's retry would have, not at once.
         """
-        cause = error.cause if isinstance(error, ActivityError) else error
+        cause = _cause(error)
         failure = cause if isinstance(cause, ApplicationError) else None
         if failure is not None and failure.type == SESSION_LOCKED:
             return 0
@@ -367,8 +366,13 @@ def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"]
     return StreamError(reason=reason, error=message)
 
 
+def _cause(err: FailureError) -> BaseException | None:
+    """What failed: an ActivityError's cause, or a local activity's failure as it came (unwrapped)."""
+    return err.cause if isinstance(err, ActivityError) else err
+
+
 def _describe_failure(err: FailureError) -> str:
-    cause = err.cause if isinstance(err, ActivityError) else err
+    cause = _cause(err)
     if isinstance(cause, ApplicationError):
         return cause.message
     if isinstance(cause, TimeoutError):
