@@ -57,8 +57,8 @@ def create_worker(
     stream_fn: StreamFn | None = None,
     get_api_key: GetApiKey | None = None,
     **worker_options: Any,
-) -> Worker:
-    """A ``temporalio.worker.Worker`` serving conversations on ``task_queue``.
+) -> AgentWorker:
+    """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
 
     ``tools`` is the registry the conversations' ``AgentOptions.tools`` name; ``stream_fn`` replaces
     the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
@@ -85,7 +85,7 @@ def create_worker(
     worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
     worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
-    return Worker(
+    return AgentWorker(
         client,
         task_queue=task_queue,
         workflows=[ConversationWorkflow],
@@ -100,6 +100,83 @@ def create_worker(
         ],
         **worker_options,
     )
+
+
+# ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
+# worker of an ``AgentWorker`` is not given them.
+_NOT_FOR_REMOTE_ACTIVITIES = frozenset(
+    {
+        "workflows",
+        "workflow_task_executor",
+        "workflow_runner",
+        "unsandboxed_workflow_runner",
+        "max_cached_workflows",
+        "max_concurrent_workflow_tasks",
+        "max_concurrent_local_activities",
+        "max_concurrent_workflow_task_polls",
+        "nonsticky_to_sticky_poll_ratio",
+        "no_remote_activities",
+        "sticky_queue_schedule_to_start_timeout",
+        "max_eager_activity_reservations_per_workflow_task",
+        "workflow_failure_exception_types",
+        "disable_eager_activity_execution",
+        "disable_safe_workflow_eviction",
+        "patch_activation_callback",
+        "workflow_task_poller_behavior",
+        "max_workflow_task_external_storage_concurrency",
+        "nexus_service_handlers",
+        "nexus_task_executor",
+        "max_concurrent_nexus_tasks",
+        "nexus_task_poller_behavior",
+    }
+)
+
+
+class AgentWorker(Worker):
+    """A ``Worker`` whose remote activities are polled by a worker of their own.
+
+    The SDK core hands one worker's local activities and remote activity tasks to Python through one
+    queue, local activities first. A busy worker always has a local activity waiting (the quick model
+    calls and tools of its conversations), so its remote activity tasks, eager ones included, waited
+    behind them: under a 10x overload a model call the server counted as started reached Python only
+    after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/RESULTS.md, entry
+    20). Here this worker runs the workflow tasks and their local activities, and a second one, on the
+    same task queue and in the same process (it shares the activities' state, e.g. the model calls a
+    local attempt hands off), runs the remote activities. Their cancellations travel the same way, so
+    an abort is not held up either. ``run``, ``shutdown`` and ``async with`` cover both.
+    """
+
+    def __init__(self, client: Client, *, task_queue: str, **options: Any) -> None:
+        remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
+        self._remote: Worker | None = None
+        if options.get("activities") and not options.get("no_remote_activities"):
+            options["no_remote_activities"] = True
+            self._remote = Worker(client, task_queue=task_queue, **remote_options)
+        super().__init__(client, task_queue=task_queue, **options)
+
+    @property
+    def remote_activities(self) -> Worker | None:
+        """The worker polling this one's remote activity tasks (None when it polls none)."""
+        return self._remote
+
+    async def run(self) -> None:
+        if self._remote is None:
+            await super().run()
+            return
+        remote = asyncio.create_task(self._remote.run())
+        # A fatal error of either worker stops the other; ``run`` then raises it.
+        remote.add_done_callback(lambda _: asyncio.ensure_future(Worker.shutdown(self)))
+        try:
+            await super().run()
+        finally:
+            await self._remote.shutdown()
+            await remote
+
+    async def shutdown(self) -> None:
+        if self._remote is None:
+            await super().shutdown()
+            return
+        await asyncio.gather(super().shutdown(), self._remote.shutdown())
 
 
 def _demo_tools(data_dir: Path) -> list[AgentTool]:

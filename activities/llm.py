@@ -14,9 +14,11 @@ write), never the transcript, so the history a turn adds stays flat however long
 - **Local attempt**: a call the workflow expects to be quick runs first as a local activity, inside
   the workflow task, where it can neither stream nor hear an abort. If it has not ended after one
   publish interval, it returns ``handoff=True`` and leaves the call running in this worker; the
-  remote ``llm.stream`` the workflow then schedules (same input, dispatched eagerly to this worker)
-  takes it over and streams it. On another worker, or after a restart, the remote one calls the
-  model afresh, like a retry; a call nobody takes over is stopped after ``HANDOFF_WAIT_SECONDS``.
+  remote ``llm.stream`` the workflow then schedules (same input) takes it over and streams it when it
+  lands in this process (``create_worker``'s remote activity worker shares these activities). In
+  another worker process, or after a restart, it calls the model afresh, like a retry; a call nobody
+  takes over is stopped after ``HANDOFF_WAIT_SECONDS``. Handoffs are rare: a conversation's first
+  call is remote, so only a model that was quick and turns slow pays one.
 """
 
 from __future__ import annotations
