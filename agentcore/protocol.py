@@ -138,6 +138,9 @@ class ConversationInput(WireModel):
     search_attributes: bool = False
     run_count: int = 0
     stats: SessionStats | None = None
+    # Whether the conversation's last model call ended before its first publish tick (None: none
+    # made yet), so the next run knows whether to expect a quick one.
+    last_model_call_quick: bool | None = None
 
 
 class PromptRequest(WireModel):

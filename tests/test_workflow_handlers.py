@@ -206,6 +206,14 @@ async def test_continue_as_new_carries_queues_and_state(temporal_client: Client,
         users = [m.text for m in state.messages if m.role == "user"]  # type: ignore[union-attr]
         assert users[-2:] == ["kept across runs", "also kept"]
         assert state.message_count == 16
+        # The model's calls were quick, and the new run knows it: its first call starts local.
+        local_calls = [
+            e
+            for e in (await agent.handle.fetch_history()).events
+            if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+            and b'"llm.stream"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+        ]
+        assert local_calls
         with JsonlSessionStorage.open(h.session_path("rollover")) as storage:
             assert len(storage.build_context().messages) == 16
 

@@ -77,7 +77,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.limits = inp.limits
         self.session_created = inp.session_created
         self.session_metadata = inp.session_metadata
-        self.runtime = TemporalRuntime(self)
+        self.runtime = TemporalRuntime(self, inp)
         self.transcript = Transcript(
             new_id=self.runtime.new_id,
             now_ms=self.runtime.now_ms,
@@ -315,5 +315,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             search_attributes=self.search_attributes,
             run_count=self.run_count,
             stats=self.stats,
+            last_model_call_quick=self.runtime.last_call_quick,
         )
         workflow.continue_as_new(args=[carry, self.stream.get_state()])

@@ -44,7 +44,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
     from agentcore.model import Model
-    from agentcore.protocol import LocalToolResult, StreamInput, StreamResult, ToolCallInput
+    from agentcore.protocol import (
+        ConversationInput,
+        LocalToolResult,
+        StreamInput,
+        StreamResult,
+        ToolCallInput,
+    )
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
     from agentcore.tool_exec import aborted_result, error_result
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
@@ -72,6 +78,11 @@ PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
 # A model call expected to be quick (as above) starts as a local activity, handed to a remote one if
 # it outlives a publish interval. Histories recorded before ran every call remotely.
 PATCH_LOCAL_MODEL = "local-quick-model-calls-v1"
+# The first model call of a conversation is not expected quick any more: nothing is known of its
+# model yet, and a real model's first call (seconds, never within 80 ms) would start local only to be
+# handed off. The expectation is carried across continue-as-new (``last_model_call_quick``). Before,
+# the first call of every run was expected quick.
+PATCH_FIRST_CALL_REMOTE = "first-model-call-remote-v1"
 
 
 class ResultEntry(NamedTuple):
@@ -81,13 +92,14 @@ class ResultEntry(NamedTuple):
 
 
 class TemporalRuntime:
-    def __init__(self, conversation: ConversationWorkflow) -> None:
+    def __init__(self, conversation: ConversationWorkflow, conversation_input: ConversationInput) -> None:
         self.conversation = conversation
         # The last llm.stream call's message and entry id, and whether the activity wrote it (a
         # remote one did: the workflow must not queue it a second time; a local one did not).
         self.result_entry: ResultEntry | None = None
-        # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*).
-        self.last_call_quick = True
+        # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*);
+        # None: no call made yet (see ``expect_quick``).
+        self.last_call_quick: bool | None = conversation_input.last_model_call_quick
 
     def now_ms(self) -> int:
         return int(workflow.now().timestamp() * 1000)
@@ -191,7 +203,7 @@ class TemporalRuntime:
         """Whether the next model call starts as a local activity (see PATCH_LOCAL_MODEL)."""
         return (
             self.conversation.limits.local_model_calls
-            and self.last_call_quick
+            and self.expect_quick()
             and workflow.patched(PATCH_LOCAL_MODEL)
         )
 
@@ -274,10 +286,16 @@ class TemporalRuntime:
             if remove is not None:
                 remove()
 
+    def expect_quick(self) -> bool:
+        """Whether the next model call is expected to end before its first publish tick."""
+        if self.last_call_quick is not None:
+            return self.last_call_quick
+        return not workflow.patched(PATCH_FIRST_CALL_REMOTE)
+
     def _hold_events(self) -> bool:
         """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""
         if workflow.patched(PATCH_HOLD_OVER_QUICK_MODEL):
-            return self.last_call_quick
+            return self.expect_quick()
         return workflow.patched(PATCH_HOLD_OVER_MODEL)
 
     async def run_tool(
