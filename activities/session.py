@@ -36,6 +36,8 @@ T = TypeVar("T")
 # How long a write waits for another process to release the session's lock before failing the
 # attempt (Temporal then retries it).
 LOCK_WAIT_SECONDS = 10.0
+# What a write inside a workflow task (a local activity) waits for the lock before failing.
+LOCAL_LOCK_WAIT_SECONDS = 0.08
 # Sessions whose parsed index a worker keeps between writes (one open file descriptor each).
 KEPT_SESSIONS = 256
 
@@ -202,10 +204,19 @@ class SessionActivities:
     @activity.defn(name="session.append")  # don't rename: recorded in histories
     async def append(self, inp: AppendInput) -> None:
         """Append the workflow's entries (idempotent on id), heartbeating if that takes a while (the
-        workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon)."""
+        workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon).
+
+        Run locally (inside a workflow task) it does not wait on a busy file: it fails at once and
+        the workflow flushes through the remote activity, which waits."""
         entries = inp.entries
+        lock_wait = LOCAL_LOCK_WAIT_SECONDS if activity.info().is_local else None
         await heartbeating(
-            self.store.write(inp.session_id, inp.create, lambda storage: storage.append_entries(entries))
+            self.store.write(
+                inp.session_id,
+                inp.create,
+                lambda storage: storage.append_entries(entries),
+                lock_wait=lock_wait,
+            )
         )
 
 

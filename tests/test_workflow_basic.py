@@ -435,3 +435,72 @@ async def test_a_failed_local_attempt_counts_as_the_first_and_its_retry_waits(
     retries = [e for e in events if e.type == "llm_retry"]
     assert [e.attempt for e in retries] == [2]
     assert state.messages[-1].text == "Recovered." and not state.error_message
+
+
+async def test_a_flush_runs_in_the_worker_and_falls_back_to_an_activity_when_the_file_is_busy(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Once the entries a run left are in the history, a local ``session.append`` writes them: no
+    activity task, no second workflow task (also after a ``wait_for_idle`` that found nothing to
+    write: it does not make the next run's flush immediate, and remote). While another writer holds the file, the local attempt
+    fails at once and the remote activity waits for the lock; nothing is lost either way."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+
+    from agentcore.session import JsonlSessionStorage
+
+    def appends(history: list[Any]) -> tuple[int, int]:
+        local = sum(
+            1
+            for e in history
+            if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+            and b'"session.append"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+        )
+        remote = sum(
+            1
+            for e in history
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            and e.activity_task_scheduled_event_attributes.activity_type.name == "session.append"
+        )
+        return local, remote
+
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(lambda c: text("ok"))) as h:
+        agent = await h.agents.start("flushed", AgentOptions(model=scripted_model()))
+        path = h.session_path("flushed")
+        offset = await agent.event_offset()
+        await agent.prompt("first")  # the conversation's first call is remote: it writes them all
+        offset = len(await collect_run(agent, offset)) + offset
+        await agent.wait_for_idle(timeout=10)  # nothing to write: it leaves no flush wanted behind
+        before = appends((await agent.handle.fetch_history()).events)
+
+        await agent.prompt("second")  # a local call: the run ends with its entries unwritten
+        await collect_run(agent, offset)
+        for _ in range(50):  # no one asks: written after FLUSH_DELAY
+            after = appends((await agent.handle.fetch_history()).events)
+            if after != before:
+                break
+            await asyncio.sleep(0.1)
+        assert (after[0] - before[0], after[1] - before[1]) == (1, 0), (before, after)
+        with JsonlSessionStorage.open(path) as reader:
+            assert len(reader.build_context().messages) == 4
+
+        offset = await agent.event_offset()
+        await agent.prompt("third")
+        await collect_run(agent, offset)
+        # Within FLUSH_DELAY of the run's end, another writer takes the file's lock.
+        holder = JsonlSessionStorage.open(path, writer=True)
+        try:
+            waiting = asyncio.create_task(agent.wait_for_idle(timeout=20))
+            for _ in range(50):
+                busy = appends((await agent.handle.fetch_history()).events)
+                if busy[1] > after[1]:
+                    break
+                await asyncio.sleep(0.1)
+            assert busy[1] == after[1] + 1, (after, busy)  # the remote activity, waiting
+            assert not waiting.done()
+        finally:
+            holder.close()
+        await waiting
+        with JsonlSessionStorage.open(path) as reader:
+            assert len(reader.build_context().messages) == 6

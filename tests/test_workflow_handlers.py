@@ -197,7 +197,8 @@ async def test_continue_as_new_carries_queues_and_state(temporal_client: Client,
             if (await agent.handle.describe()).run_id != first_run:
                 break
             await asyncio.sleep(0.1)
-        assert (await agent.handle.describe()).run_id != first_run
+        second_run = (await agent.handle.describe()).run_id
+        assert second_run != first_run
         queues = await agent.get_queues()
         assert len(queues.steering) == 1 and len(queues.follow_up) == 1
         await agent.continue_()
@@ -207,13 +208,17 @@ async def test_continue_as_new_carries_queues_and_state(temporal_client: Client,
         assert users[-2:] == ["kept across runs", "also kept"]
         assert state.message_count == 16
         # The model's calls were quick, and the new run knows it: its first call starts local.
-        local_calls = [
-            e
-            for e in (await agent.handle.fetch_history()).events
-            if e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-            and b'"llm.stream"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+        second = temporal_client.get_workflow_handle("rollover", run_id=second_run)
+        calls = [
+            "local" if e.HasField("marker_recorded_event_attributes") else "remote"
+            for e in (await second.fetch_history()).events
+            if (
+                e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+                and b'"llm.stream"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
+            )
+            or e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
         ]
-        assert local_calls
+        assert calls and calls[0] == "local", calls
         with JsonlSessionStorage.open(h.session_path("rollover")) as storage:
             assert len(storage.build_context().messages) == 16
 

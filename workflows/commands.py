@@ -40,6 +40,11 @@ with workflow.unsafe.imports_passed_through():
 
 from .state import ConversationState, _refuse
 
+# ``wait_for_idle`` asks for the flush only while it waits. Before, its flag outlived a wait that
+# found nothing to write, and the next run's entries were flushed at once (by an activity, as the
+# task that made them was still open) instead of after ``FLUSH_DELAY``.
+PATCH_COUNT_IDLE_WAITERS = "count-idle-waiters-v1"
+
 
 class CommandHandlers(ConversationState):
     @workflow.update(name="prompt")
@@ -162,10 +167,19 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
-        self.flush_wanted = True  # entries waiting for the next run are written now
-        await workflow.wait_condition(
-            lambda: self.initialized and not self._busy() and not self.transcript.unwritten
-        )
+        # Entries waiting for the next run are written now, while someone waits.
+        counted = workflow.patched(PATCH_COUNT_IDLE_WAITERS)
+        if counted:
+            self.idle_waiters += 1
+        else:
+            self.flush_wanted = True
+        try:
+            await workflow.wait_condition(
+                lambda: self.initialized and not self._busy() and not self.transcript.unwritten
+            )
+        finally:
+            if counted:
+                self.idle_waiters -= 1
         return Accepted(id=request.id, message_count=self.transcript.message_count)
 
     @workflow.signal(name="steer")

@@ -23,7 +23,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as STREAM_PUBLISH_SIGNAL
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -62,6 +62,10 @@ APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 # ``_defer_flush``). Histories recorded before flushed them at once.
 PATCH_DEFER_FLUSH = "defer-session-flush-v1"
 FLUSH_DELAY = timedelta(seconds=1)
+# Entries earlier workflow tasks made (all of them, once ``_defer_flush`` waited) are flushed by a
+# local activity: no activity task, no second workflow task. Histories recorded before used a remote
+# ``session.append`` every time; it stays the fallback (and the path for entries this task made).
+PATCH_LOCAL_FLUSH = "local-session-flush-v1"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -111,6 +115,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._index_running = False
         self.compacting = False
         self.flush_wanted = False
+        self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
 
     @workflow.run
     async def run(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
@@ -247,13 +252,20 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             return
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(
-                lambda: self.pending_run is not None or self.flush_wanted or self._continue_as_new_due(),
+                lambda: (
+                    self.pending_run is not None
+                    or self.flush_wanted
+                    or self.idle_waiters > 0
+                    or self._continue_as_new_due()
+                ),
                 timeout=FLUSH_DELAY,
             )
 
     async def _flush(self) -> None:
         self.flush_wanted = False
         entries = list(self.transcript.unwritten)
+        if await self._flush_locally(entries):
+            return
         try:
             await workflow.execute_activity(
                 APPEND_ACTIVITY,
@@ -273,6 +285,30 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             return
         self.transcript.mark_written(entries)
         self.session_created = True
+
+    async def _flush_locally(self, entries: list[Any]) -> bool:
+        """Write ``entries`` in this worker, inside this workflow task; False: not done, flush remotely.
+
+        Only entries earlier workflow tasks made: this task may be lost and run again (its entries
+        with other ids and times), but those are in the history already (appends are idempotent on
+        id). A busy session file fails it at once (no lock wait inside a workflow task), as does any
+        other error: the remote activity then retries, or gives up and blocks writes.
+        """
+        if self.transcript.split_committed()[1] or not workflow.patched(PATCH_LOCAL_FLUSH):
+            return False
+        try:
+            await workflow.execute_local_activity(
+                APPEND_ACTIVITY,
+                AppendInput(session_id=self.session_id, entries=entries, create=self.session_create()),
+                start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
+                retry_policy=policies.LOCAL_SESSION_WRITE.retry,
+                summary=f"append {len(entries)} entries",
+            )
+        except FailureError:  # a local activity's failure may come unwrapped
+            return False
+        self.transcript.mark_written(entries)
+        self.session_created = True
+        return True
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()

@@ -96,6 +96,7 @@ class ConversationState:
     local_activities: int
     model_hold: bool
     flush_wanted: bool
+    idle_waiters: int
     _index_running: bool
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:

@@ -71,6 +71,8 @@ async def record_all(client: Client, workdir: Path) -> dict[str, str]:
             run_history = await client.get_workflow_handle(
                 agent.session_id, run_id=execution.run_id
             ).fetch_history()
+            if len(run_history.events) < 4:  # a run that has not had a workflow task yet
+                continue
             histories[f"{agent.session_id}-run{number}"] = run_history.to_json()
     return histories
 
