@@ -130,10 +130,24 @@ async def _start_many(s: Stack, count: int, subscribe: bool = True) -> list[Turn
 
 
 async def paced(
-    rate_per_hour: float, seconds: float, sessions: int = 100, model_kind: str = "loopback", **options: Any
+    rate_per_hour: float,
+    seconds: float,
+    sessions: int = 100,
+    model_kind: str = "loopback",
+    tool_calls_per_minute: float | None = None,
+    **options: Any,
 ) -> list[Row]:
-    """``sessions`` conversations, each sending a tool-turn message every 3600/rate s (random phase)."""
+    """``sessions`` conversations, each sending a message every 3600/rate s (random phase).
+
+    Every message is a tool turn, unless ``tool_calls_per_minute`` is given (SPEC-11.2's mix: 100
+    tool calls a minute across all the conversations): then that share of the messages are tool
+    turns and the rest plain ones (prompt -> answer, one model call)."""
     label = f"2. {sessions} conversations at {rate_per_hour:.0f} msg/session/h"
+    tool_share = 1.0
+    if tool_calls_per_minute is not None:
+        tool_share = min(1.0, tool_calls_per_minute / (sessions * rate_per_hour / 60))
+        label += f", {tool_calls_per_minute:.0f} tool calls/min (SPEC-11.2 mix)"
+    chooser = random.Random(11)
     async with stack(model=model_kind, **options) as s:
         clocks = await _start_many(s, sessions)
         await asyncio.gather(*(clock.turn("/tools 1") for clock in clocks))  # warm every workflow
@@ -147,11 +161,14 @@ async def paced(
             await asyncio.sleep(random.uniform(0, interval))
             next_at = time.perf_counter()
             while next_at < deadline:
+                message = "/tools 1" if chooser.random() < tool_share else "/tools 0"
                 try:
-                    samples.append(await clock.turn("/tools 1", timeout=60))
+                    samples.append(await clock.turn(message, timeout=60))
                 except Exception as exc:
                     failures[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
                 next_at += interval
+                if next_at >= deadline:  # no sleep past it: the wall clock would count the sleep
+                    break
                 await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
 
         await asyncio.gather(*(session(clock) for clock in clocks))
@@ -557,7 +574,8 @@ SCENARIOS = {
 
 
 async def _concurrent(**options: Any) -> list[Row]:
-    rows = await paced(1000, 15, **options)
+    rows = await paced(1000, 15, tool_calls_per_minute=100, **options)
+    rows += await paced(1000, 15, **options)
     rows += await paced(10_000, 10, **options)
     return rows
 

@@ -3,8 +3,8 @@
     python -m bench.loopback_proc [--port 0] [--stamps FILE]     # prints "READY <port>"
 
 It answers OpenAI Chat Completions over real HTTP with no pacing. The shape of a turn is read from
-the newest message: ``/tools N`` asks for N parallel ``noop`` calls (default 1); a tool result gets
-a short final answer; ``/stream N MS`` streams N text deltas ``[k]``, MS milliseconds apart, and
+the newest message: ``/tools N`` asks for N parallel ``noop`` calls (default 1; 0: a short answer
+with no tool call); a tool result gets a short final answer; ``/stream N MS`` streams N text deltas ``[k]``, MS milliseconds apart, and
 records when each was written to the socket (``perf_counter``, CLOCK_MONOTONIC, comparable across
 processes) as one JSON line in FILE, so the delta-latency bench can match receive times to writes.
 """
@@ -37,6 +37,8 @@ def respond(request: Any, protocol: Protocol) -> Script:
         width = max(len(p) for p in pieces)
         return Script(text="".join(p.ljust(width) for p in pieces), chunk_chars=width, delay=gap_ms / 1000)
     calls = int(words[1]) if len(words) > 1 and words[0] == "/tools" else 1
+    if calls == 0:
+        return Script(text="Noted.", chunk_chars=64)
     return Script(
         tool_calls=[ScriptToolCall("noop", {"i": i}, id=f"call_{i}") for i in range(calls)],
         fragment_chars=64,

@@ -60,6 +60,8 @@ def scripted_turn(context: LlmContext) -> Reply:
         return text("All done.")
     words = last.text.split() if last.role == "user" else []
     calls = int(words[1]) if len(words) > 1 and words[0] == "/tools" else 1
+    if calls == 0:
+        return text("Noted.")
     return tool_calls([("noop", {"i": i}) for i in range(calls)])
 
 
