@@ -169,7 +169,8 @@ class AgentWorker(Worker):
         try:
             await super().run()
         finally:
-            await self._remote.shutdown()
+            if not remote.done():
+                await self._remote.shutdown()
             await remote
 
     async def shutdown(self) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -89,3 +90,20 @@ async def test_run_and_shutdown_cover_both_workers(temporal_client: Client, tmp_
         await asyncio.sleep(0.3)
         assert worker.is_running and worker.remote_activities is not None
     assert worker.is_shutdown and worker.remote_activities.is_shutdown
+
+
+async def test_a_failed_remote_activity_worker_stops_the_other_and_run_raises(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    worker = _worker(temporal_client, tmp_path)
+    remote = worker.remote_activities
+    assert remote is not None
+
+    async def fail() -> None:
+        await asyncio.sleep(0.3)
+        raise RuntimeError("remote activity worker failed")
+
+    remote.run = fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="remote activity worker failed"):
+        await asyncio.wait_for(worker.run(), 30)
+    assert worker.is_shutdown
