@@ -31,6 +31,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -78,6 +79,21 @@ from .transcript import newest_within
 T = TypeVar("T", bound=BaseModel)
 Listener = Callable[[AgentEvent, Any], Any]
 PromptInput = str | Message | Sequence[Message]
+
+# ``DurableAgent.events``: how long a subscription keeps polling again through failures that pass
+# (the server restarting, overloaded), and its pauses in between.
+RECONNECT_TIMEOUT = timedelta(minutes=2)
+RECONNECT_FIRST_PAUSE = 0.1
+RECONNECT_MAX_PAUSE = 2.0
+TRANSIENT_RPC_STATUSES = frozenset(
+    {
+        RPCStatusCode.UNAVAILABLE,
+        RPCStatusCode.DEADLINE_EXCEEDED,
+        RPCStatusCode.RESOURCE_EXHAUSTED,
+        RPCStatusCode.ABORTED,
+        RPCStatusCode.CANCELLED,  # the server's side of the call ended (our own cancel is not an RPCError)
+    }
+)
 
 
 def _now_ms() -> int:
@@ -542,22 +558,46 @@ class DurableAgent:
     # ------------------------------------------------------------------------------- events
 
     async def events(
-        self, from_offset: int = 0, *, poll_cooldown: timedelta = timedelta(0)
+        self,
+        from_offset: int = 0,
+        *,
+        poll_cooldown: timedelta = timedelta(0),
+        reconnect_timeout: timedelta | None = RECONNECT_TIMEOUT,
     ) -> AsyncIterator[tuple[int, AgentEvent]]:
         """Every event from ``from_offset`` on, with its offset, following continue-as-new.
 
         Resume after a disconnect by passing the last offset seen plus one: nothing is lost or repeated
-        (as long as the offset is still retained by the workflow).
+        (as long as the offset is still retained by the workflow). The iterator does that itself when
+        a poll fails on the way (the server restarting or overloaded: unavailable, timed out): it
+        polls again from the next offset, backing off, until ``reconnect_timeout`` passes without a
+        poll getting through (None: forever); then the last error is raised.
 
         ``poll_cooldown`` is the pause before the next long-poll once caught up. None by default: a
         pause delays the event published just after it, and a turn's publishes come further apart
         than any useful pause, so it batches nothing (bench/RESULTS.md: one conversation's tool turn
         p50 / p99 100 / 180 ms with 20 ms, 84 / 113 ms with none; burst throughput the same)."""
-        stream = WorkflowStreamClient.create(self.client, self.session_id)
-        async for item in stream.subscribe(
-            [EVENTS_TOPIC], from_offset=from_offset, poll_cooldown=poll_cooldown
-        ):
-            yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
+        offset = from_offset
+        failing_since: float | None = None
+        pause = RECONNECT_FIRST_PAUSE
+        while True:
+            stream = WorkflowStreamClient.create(self.client, self.session_id)
+            try:
+                async for item in stream.subscribe(
+                    [EVENTS_TOPIC], from_offset=offset, poll_cooldown=poll_cooldown
+                ):
+                    failing_since, pause = None, RECONNECT_FIRST_PAUSE
+                    offset = item.offset + 1
+                    yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
+                return
+            except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
+                if isinstance(err, RPCError) and err.status not in TRANSIENT_RPC_STATUSES:
+                    raise
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                if reconnect_timeout is not None and now - failing_since >= reconnect_timeout.total_seconds():
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RECONNECT_MAX_PAUSE)
 
     async def event_offset(self) -> int:
         return await WorkflowStreamClient.create(self.client, self.session_id).get_offset()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,44 @@ async def test_server_killed_and_restarted_mid_conversation(server_proc: ServerP
         await agents[0].prompt("after the restart")
         state = await rig.settle(agents[0])
         assert user_texts(state.messages)[-1] == "after the restart"
+    finally:
+        rig.cleanup()
+
+
+async def test_a_subscriber_rides_out_a_server_restart(server_proc: ServerProc, tmp_path: Path) -> None:
+    """``events()`` across a dev server SIGKILL and restart: the subscription reconnects by itself and
+    goes on from the last offset it gave out, with nothing skipped or repeated."""
+    import asyncio
+
+    await server_proc.start()
+    client = await connect(server_proc.address)
+    rig = Rig(client, server_proc.address, tmp_path / "rig")
+    try:
+        await rig.spawn()
+        agent = await rig.start("sub")
+        received: list[tuple[int, str]] = []
+        ends = asyncio.Event()
+
+        async def watch() -> None:
+            async for offset, event in agent.events(reconnect_timeout=timedelta(seconds=60)):
+                received.append((offset, event.type))
+                if event.type == "agent_end" and sum(t == "agent_end" for _, t in received) == 2:
+                    ends.set()
+                    return
+
+        watcher = asyncio.create_task(watch())
+        await agent.prompt("before the crash", id="p1")
+        await rig.settle(agent)
+        server_proc.kill()
+        await asyncio.sleep(15)  # longer than the client retries one call: the poll fails meanwhile
+        assert not watcher.done(), watcher
+        await server_proc.start()
+        await agent.prompt("after the restart", id="p2")
+        await asyncio.wait_for(ends.wait(), 90)
+        await watcher
+        offsets = [offset for offset, _ in received]
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), offsets
+        assert [t for _, t in received].count("agent_start") == 2
     finally:
         rig.cleanup()
 
