@@ -132,7 +132,10 @@ async def test_stalled_worker_resumed_late_does_not_fork_the_file(rig: Rig) -> N
     assert streaming_pid == slow.pid
     slow.stop()
     other = await rig.spawn(delay=0.2, chunks=30)
-    await rig.wait_log("stream-start", count=2)  # the retry is streaming on the other worker
+    # The retry is streaming on the other worker. Before that, the stopped worker's outstanding
+    # activity polls may each take an attempt (the server hands it to a poll no one serves: a 1 s
+    # heartbeat timeout, then the retry's back-off), hence the wait's margin.
+    await rig.wait_log("stream-start", count=2, timeout=90)
     slow.cont()  # the stalled attempt wakes up while the retry is still streaming
     state = await rig.settle(agent)
     await asyncio.sleep(3)  # give the late attempt every chance to write
