@@ -45,7 +45,7 @@ from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
-from .session import SessionStore, heartbeating
+from .session import SessionStore, activity_lock_wait, heartbeating
 
 T = TypeVar("T")
 
@@ -126,11 +126,9 @@ class LlmActivities:
                     tools=self.tools.describe(inp.tool_names)[0],
                 )
 
-            # A local attempt holds the workflow task (and the caller's prompt waits for it): it does
-            # not wait on a busy session file, the remote attempt does (heartbeating meanwhile).
-            lock_wait = self.publish_interval.total_seconds() if info.is_local else None
+            # A local attempt does not wait on a busy session file; the remote attempt does.
             prepared = await self._beating(
-                self.store.write(inp.session_id, inp.create, prepare, lock_wait=lock_wait)
+                self.store.write(inp.session_id, inp.create, prepare, lock_wait=activity_lock_wait())
             )
             if isinstance(prepared, AssistantMessage):
                 return StreamResult(message=prepared)

@@ -36,7 +36,8 @@ T = TypeVar("T")
 # How long a write waits for another process to release the session's lock before failing the
 # attempt (Temporal then retries it).
 LOCK_WAIT_SECONDS = 10.0
-# What a write inside a workflow task (a local activity) waits for the lock before failing.
+# What a write inside a workflow task (a local activity) waits for the lock before failing: the
+# workflow task, and the caller's prompt, wait meanwhile; the remote attempt waits for the lock.
 LOCAL_LOCK_WAIT_SECONDS = 0.08
 # Sessions whose parsed index a worker keeps between writes (one open file descriptor each).
 KEPT_SESSIONS = 256
@@ -209,15 +210,19 @@ class SessionActivities:
         Run locally (inside a workflow task) it does not wait on a busy file: it fails at once and
         the workflow flushes through the remote activity, which waits."""
         entries = inp.entries
-        lock_wait = LOCAL_LOCK_WAIT_SECONDS if activity.info().is_local else None
         await heartbeating(
             self.store.write(
                 inp.session_id,
                 inp.create,
                 lambda storage: storage.append_entries(entries),
-                lock_wait=lock_wait,
+                lock_wait=activity_lock_wait(),
             )
         )
+
+
+def activity_lock_wait() -> float | None:
+    """The lock wait for a session write from this activity: short in a local one, else the default."""
+    return LOCAL_LOCK_WAIT_SECONDS if activity.info().is_local else None
 
 
 async def heartbeating(work: Awaitable[T], interval: float = 0.08) -> T:

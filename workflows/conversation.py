@@ -264,30 +264,31 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     async def _flush(self) -> None:
         self.flush_wanted = False
         entries = list(self.transcript.unwritten)
-        if await self._flush_locally(entries):
-            return
-        try:
-            await workflow.execute_activity(
-                APPEND_ACTIVITY,
-                AppendInput(session_id=self.session_id, entries=entries, create=self.session_create()),
-                start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
-                # The activity beats while its write waits: a worker that dies mid-write is noticed
-                # as soon as a model call's would be, not after the 30 s backstop.
-                heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
-                retry_policy=policies.SESSION_WRITE.retry,
-                summary=f"append {len(entries)} entries",
-            )
-        except ActivityError as err:
-            # Keep the entries (nothing is lost) and stop retrying until something changes.
-            self.write_blocked = True
-            self.error_message = f"Session file write failed: {err.cause or err}"
-            self._set_details()
-            return
+        append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
+        summary = f"append {len(entries)} entries"
+        if not await self._flush_locally(append, summary):
+            try:
+                await workflow.execute_activity(
+                    APPEND_ACTIVITY,
+                    append,
+                    start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                    # The activity beats while its write waits: a worker that dies mid-write is noticed
+                    # as soon as a model call's would be, not after the 30 s backstop.
+                    heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
+                    retry_policy=policies.SESSION_WRITE.retry,
+                    summary=summary,
+                )
+            except ActivityError as err:
+                # Keep the entries (nothing is lost) and stop retrying until something changes.
+                self.write_blocked = True
+                self.error_message = f"Session file write failed: {err.cause or err}"
+                self._set_details()
+                return
         self.transcript.mark_written(entries)
         self.session_created = True
 
-    async def _flush_locally(self, entries: list[Any]) -> bool:
-        """Write ``entries`` in this worker, inside this workflow task; False: not done, flush remotely.
+    async def _flush_locally(self, append: AppendInput, summary: str) -> bool:
+        """Write ``append`` in this worker, inside this workflow task; False: not done, flush remotely.
 
         Only entries earlier workflow tasks made: this task may be lost and run again (its entries
         with other ids and times), but those are in the history already (appends are idempotent on
@@ -299,15 +300,13 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         try:
             await workflow.execute_local_activity(
                 APPEND_ACTIVITY,
-                AppendInput(session_id=self.session_id, entries=entries, create=self.session_create()),
+                append,
                 start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
                 retry_policy=policies.LOCAL_SESSION_WRITE.retry,
-                summary=f"append {len(entries)} entries",
+                summary=summary,
             )
         except FailureError:  # a local activity's failure may come unwrapped
             return False
-        self.transcript.mark_written(entries)
-        self.session_created = True
         return True
 
     def _continue_as_new_due(self) -> bool:
