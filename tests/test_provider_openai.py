@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import httpx
 import pytest
 
 from agentcore.messages import (
@@ -19,6 +20,7 @@ from agentcore.messages import (
 )
 from agentcore.model import ModelCost, ThinkingLevel
 from agentcore.providers import RAW_ARGUMENTS_KEY, get_model, is_context_overflow, stream
+from agentcore.providers.http11 import Http11Transport
 from agentcore.runtime import AbortSignal, LlmContext, StreamOptions
 from agentcore.testing.loopback import LoopbackServer, Script, ScriptToolCall, ScriptUsage
 from agentcore.tools import ToolSpec
@@ -466,12 +468,32 @@ async def test_finished_streams_return_their_connection_to_the_pool(server: Loop
 
     await aclose_shared_client()  # a fresh pool: other tests' connections are not ours to count
     model = gpt4o(server)
+    accepted_before = server.connections_accepted
     for _ in range(5):
         server.enqueue(Script(text="hello"))
         _, message = await run(model)
         assert message.stop_reason == "stop"
-    connections = shared_client()._transport._pool.connections  # type: ignore[attr-defined]
-    assert len(connections) == 1 and connections[0].is_idle()
+    assert server.connections_accepted - accepted_before == 1
+    transport = shared_client()._transport
+    assert isinstance(transport, Http11Transport) and transport.idle_connections == 1
+
+
+@pytest.mark.parametrize("setting", ["httpx", "HTTPX "])
+async def test_httpx_own_transport_on_request(server: LoopbackServer, monkeypatch, setting: str):
+    """``AGENTCORE_HTTP_TRANSPORT=httpx`` puts httpx's own transport under the providers."""
+    from agentcore.providers.base import aclose_shared_client, shared_client
+
+    await aclose_shared_client()
+    monkeypatch.setenv("AGENTCORE_HTTP_TRANSPORT", setting)
+    try:
+        assert not isinstance(shared_client()._transport, Http11Transport)
+        assert isinstance(shared_client()._transport, httpx.AsyncHTTPTransport)
+        for _ in range(2):
+            server.enqueue(Script(text="via httpcore"))
+            _, message = await run(gpt4o(server))
+            assert message.text == "via httpcore" and message.stop_reason == "stop"
+    finally:
+        await aclose_shared_client()
 
 
 async def test_the_shared_client_spares_httpcore_a_failed_import_per_lock(server: LoopbackServer):

@@ -6,9 +6,10 @@ turn each SSE event into builder calls. Everything else is here, written once:
 * ``PartialMessageBuilder`` owns the ``AssistantMessage`` under construction and emits the
   ``StreamEvent``s (``text_start``/``delta``/``end``, ``thinking_*``, ``toolcall_*``, ``done``,
   ``error``). Tool arguments are re-parsed leniently on every delta and strictly at the end.
-* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient``, reads the body in a producer task,
-  parses SSE, and guarantees the contract: the stream never raises, it ends with exactly one ``done``
-  or ``error`` event, and an abort closes the HTTP stream at once while keeping the partial content.
+* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (over ``http11``), reads the
+  body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it ends
+  with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
+  keeping the partial content.
 * ``normalize_messages`` repairs a transcript so any provider accepts it (drops failed turns, answers
   orphaned tool calls).
 """
@@ -18,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import sys
 import time
+import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -58,6 +61,7 @@ from ..model import Model
 from ..runtime import AbortSignal, StreamOptions
 from .catalog import calculate_cost
 from .errors import ProviderFailure, classify_http_status, redact
+from .http11 import Http11Transport
 from .keys import env_var_for, resolve_api_key
 from .partial_json import parse_final_arguments, parse_partial_json
 from .sse import SseEvent, SseParser
@@ -250,9 +254,20 @@ def shared_client() -> httpx.AsyncClient:
     client = _clients.get(loop)
     if client is None or client.is_closed:
         _spare_httpcore_failed_imports()
-        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS)
+        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, transport=_transport())
         _clients[loop] = client
     return client
+
+
+def _transport() -> httpx.AsyncBaseTransport | None:
+    """The lean HTTP/1.1 transport (``http11``), unless a proxy is configured (an httpx client given a
+    transport ignores ``HTTP_PROXY`` and friends; without one it mounts its proxy transports) or
+    ``AGENTCORE_HTTP_TRANSPORT=httpx`` asks for httpx's own. None: httpx's default."""
+    if os.environ.get("AGENTCORE_HTTP_TRANSPORT", "").strip().lower() == "httpx":
+        return None
+    if any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()):
+        return None
+    return Http11Transport.from_limits(HTTP_LIMITS)
 
 
 def _spare_httpcore_failed_imports() -> None:

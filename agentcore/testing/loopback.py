@@ -443,6 +443,7 @@ class LoopbackServer:
         self.responder: Responder = responder or demo_responder
         self.context_window = context_window
         self.overflows = 0  # requests refused as longer than ``context_window``
+        self.connections_accepted = 0  # TCP connections, over the server's life (keep-alive reuse)
         self.host = host
         self.port = port
         self.scripts: deque[Script] = deque()
@@ -532,6 +533,7 @@ class LoopbackServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self.connections_accepted += 1
         try:
             while await self._serve_one(reader, writer):
                 pass
