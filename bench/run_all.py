@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "bench"
 
-from . import durable  # noqa: E402
+from . import bench_http, durable  # noqa: E402
 
 Scenario = Callable[..., Awaitable[list[durable.Row]]]
 
@@ -45,6 +45,7 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
         "history": lambda o: durable.history(**o),
         "deltas": lambda o: durable.deltas(**o),
         "server-ops": lambda o: durable.server_ops(**o),
+        "http": lambda o: bench_http.provider_calls(**o),
     }
 
 
@@ -65,6 +66,7 @@ DEFAULT = [
     "history",
     "deltas",
     "server-ops",
+    "http",
 ]
 
 
