@@ -7,7 +7,8 @@
 server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
 HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
 ``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost and
-``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips, and
+``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips,
+``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one).
 """
 
@@ -97,6 +98,12 @@ async def main(args: argparse.Namespace) -> None:
         from temporalio.worker import UnsandboxedWorkflowRunner
 
         options["workflow_runner"] = UnsandboxedWorkflowRunner()
+    threads = options.pop("workflow_threads", None)
+    if threads is not None:
+        # Measurement: how many threads run workflow activations (the SDK: one per task slot).
+        import concurrent.futures
+
+        options["workflow_task_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=int(threads))
     sdk_payload_passes = options.pop("sdk_payload_passes", False)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
     worker = create_worker(
