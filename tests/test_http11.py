@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import http.server
 import shutil
 import ssl
 import subprocess
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from agentcore.providers.http11 import Http11Transport
@@ -196,6 +199,15 @@ async def test_informational_responses_are_skipped_and_folded_headers_joined(ser
         answer = await http.get(server.url())
     assert (answer.status_code, answer.text) == (200, "ok")
     assert answer.headers["x-long"] == "part one part two"
+
+
+async def test_bare_line_feeds_end_lines_as_h11_accepts(servers):
+    response = b"HTTP/1.1 200 OK\nContent-Length: 3\nX-Mixed: yes\r\n\nabc"
+    server = await start(servers, keep_alive_server([response]))
+    async with client() as http:
+        answers = [await http.get(server.url()) for _ in range(2)]
+    assert [(a.text, a.headers["x-mixed"]) for a in answers] == [("abc", "yes")] * 2
+    assert server.accepted == 1
 
 
 async def test_content_encoding_is_still_decoded_by_httpx(servers):
@@ -487,3 +499,52 @@ async def test_with_a_proxy_in_the_environment_the_shared_client_uses_httpx_own(
         await aclose_shared_client()
     assert answer.text == "proxied"
     assert proxy.requests[0].startswith(b"GET http://model.invalid/v1/models HTTP/1.1")
+
+
+class _StdlibSse(http.server.BaseHTTPRequestHandler):
+    """What a hand-written test server often is: ``http.server``, HTTP/1.0, the body ending with
+    the connection (no Content-Length, no chunking), SSE frames flushed one by one."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ("Hel", "lo"):
+            chunk = {"id": "c1", "choices": [{"index": 0, "delta": {"content": piece}}]}
+            self.wfile.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            self.wfile.flush()
+        done = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(b"data: " + orjson.dumps(done) + b"\n\ndata: [DONE]\n\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+async def test_a_provider_streams_from_a_stdlib_http_server():
+    from agentcore.model import Model
+    from agentcore.providers import aclose_shared_client, stream
+    from agentcore.runtime import LlmContext, StreamOptions
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StdlibSse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    model = Model(
+        id="m",
+        provider="local",
+        api="openai-completions",
+        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+    )
+    try:
+        for _ in range(2):  # the second call cannot reuse the closed connection: a new one
+            events = [e async for e in stream(model, LlmContext(), StreamOptions(api_key="k"))]
+            assert [e.type for e in events if e.type in ("text_delta", "done")] == [
+                "text_delta",
+                "text_delta",
+                "done",
+            ]
+            assert events[-1].message.text == "Hello"
+    finally:
+        await aclose_shared_client()
+        server.shutdown()
+        server.server_close()

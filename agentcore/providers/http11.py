@@ -23,6 +23,7 @@ A request is never re-sent: an idle connection the server closed (or wrote to) i
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -35,6 +36,9 @@ _READ_SIZE = 64 * 1024
 # Past this much unread response data the socket stops being read (the consumer is slower than
 # the server); below half of it reading resumes.
 _READ_HIGH_WATER = 256 * 1024
+
+# The blank line ending a response head; a bare LF is accepted as a line end, as h11 does.
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 _Origin = tuple[str, str, int]
 _Framing = Literal["length", "chunked", "close"]
@@ -152,10 +156,10 @@ class _Wire(asyncio.Protocol):
         """The response head through its blank line, or None if the connection ended before it."""
         searched = 0
         while True:
-            end = self.buffer.find(b"\r\n\r\n", max(0, searched - 3))
-            if end >= 0:
-                head = bytes(self.buffer[: end + 4])
-                del self.buffer[: end + 4]
+            blank = _HEAD_END.search(self.buffer, max(0, searched - 2))
+            if blank is not None:
+                head = bytes(self.buffer[: blank.end()])
+                del self.buffer[: blank.end()]
                 self._consumed()
                 return head
             if len(self.buffer) > _MAX_HEAD_BYTES:
@@ -494,7 +498,9 @@ class _ResponseBody(httpx.AsyncByteStream):
 
 
 def _parse_head(head: bytes) -> tuple[bytes, int, bytes, list[tuple[bytes, bytes]]]:
-    lines = head[:-4].split(b"\r\n")
+    lines = [line.rstrip(b"\r") for line in head.split(b"\n")]
+    while lines and not lines[-1]:
+        lines.pop()
     version, _, rest = lines[0].partition(b" ")
     code, _, reason = rest.partition(b" ")
     if version not in (b"HTTP/1.1", b"HTTP/1.0") or len(code) != 3 or not code.isdigit():
