@@ -66,6 +66,11 @@ FLUSH_DELAY = timedelta(seconds=1)
 # local activity: no activity task, no second workflow task. Histories recorded before used a remote
 # ``session.append`` every time; it stays the fallback (and the path for entries this task made).
 PATCH_LOCAL_FLUSH = "local-session-flush-v1"
+# A run whose entries wait for that deferred flush goes idle in the search index with the flush, not
+# at its end: back-to-back runs make no upsert each (a visibility task and a history event apiece),
+# and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
+# Histories recorded before indexed every run's end at once.
+PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -113,6 +118,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.local_activities = 0
         self.model_hold = False
         self._index_running = False
+        self._index_deferred = False
         self.compacting = False
         self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
@@ -146,6 +152,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             await self._defer_flush()
             if self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
                 await self._flush()
+            if self.pending_run is None and self._index_deferred:
+                self._index()
             if self.pending_run is None and self._continue_as_new_due():
                 await self._continue_as_new()
 
@@ -207,7 +215,12 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._truncate_events()
             self._set_details()
             self._index_running = False
-            self._index()
+            # The new patch is asked first: histories recorded without it must not see the flush's
+            # patch marker (``_flush_deferred``) move ahead of this run's upsert.
+            if workflow.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
+                self._index_deferred = True
+            else:
+                self._index()
 
     def _apply(self, event: AgentEvent) -> None:
         """The state reducer (as pi's Agent): streaming message, transcript, pending tools, errors."""
@@ -246,9 +259,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         runs pay nothing, and the session file lags the workflow by ``FLUSH_DELAY`` at most (less
         when a client waits for the conversation to be idle, which asks for the flush at once).
         """
-        if self.write_blocked or not self.transcript.split_committed()[1]:
-            return
-        if not workflow.patched(PATCH_DEFER_FLUSH):
+        if not self._flush_deferred():
             return
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(
@@ -260,6 +271,12 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 ),
                 timeout=FLUSH_DELAY,
             )
+
+    def _flush_deferred(self) -> bool:
+        """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
+        if self.write_blocked or not self.transcript.split_committed()[1]:
+            return False
+        return workflow.patched(PATCH_DEFER_FLUSH)
 
     async def _flush(self) -> None:
         self.flush_wanted = False

@@ -98,6 +98,7 @@ class ConversationState:
     flush_wanted: bool
     idle_waiters: int
     _index_running: bool
+    _index_deferred: bool
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -244,6 +245,7 @@ class ConversationState:
 
     def _index(self) -> None:
         """Keep the conversation findable in the UI: status, model, message count, cost."""
+        self._index_deferred = False
         if not self.search_attributes or not workflow.patched(PATCH_SEARCH_ATTRIBUTES):
             return
         model = self.config.model
