@@ -168,7 +168,7 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
         # Entries waiting for the next run are written now, while someone waits.
-        counted = workflow.patched(PATCH_COUNT_IDLE_WAITERS)
+        counted = self.patched(PATCH_COUNT_IDLE_WAITERS)
         if counted:
             self.idle_waiters += 1
         else:

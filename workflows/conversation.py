@@ -119,6 +119,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.model_hold = False
         self._index_running = False
         self._index_deferred = False
+        self._baseline = None  # asked at the first patch check (``patched``)
         self.compacting = False
         self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
@@ -178,7 +179,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
-        if workflow.patched(PATCH_INDEX_RUNNING_WHEN_SEEN):
+        if self.patched(PATCH_INDEX_RUNNING_WHEN_SEEN):
             self._index_running = True
         else:
             self._index()
@@ -217,7 +218,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._index_running = False
             # The new patch is asked first: histories recorded without it must not see the flush's
             # patch marker (``_flush_deferred``) move ahead of this run's upsert.
-            if workflow.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
+            if self.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
                 self._index_deferred = True
             else:
                 self._index()
@@ -276,7 +277,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
         if self.write_blocked or not self.transcript.split_committed()[1]:
             return False
-        return workflow.patched(PATCH_DEFER_FLUSH)
+        return self.patched(PATCH_DEFER_FLUSH)
 
     async def _flush(self) -> None:
         self.flush_wanted = False
@@ -312,7 +313,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         id). A busy session file fails it at once (no lock wait inside a workflow task), as does any
         other error: the remote activity then retries, or gives up and blocks writes.
         """
-        if self.transcript.split_committed()[1] or not workflow.patched(PATCH_LOCAL_FLUSH):
+        if self.transcript.split_committed()[1] or not self.patched(PATCH_LOCAL_FLUSH):
             return False
         try:
             await workflow.execute_local_activity(

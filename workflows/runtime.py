@@ -204,7 +204,7 @@ class TemporalRuntime:
         return (
             self.conversation.limits.local_model_calls
             and self.expect_quick()
-            and workflow.patched(PATCH_LOCAL_MODEL)
+            and self.conversation.patched(PATCH_LOCAL_MODEL)
         )
 
     async def _call_local(
@@ -290,13 +290,13 @@ class TemporalRuntime:
         """Whether the next model call is expected to end before its first publish tick."""
         if self.last_call_quick is not None:
             return self.last_call_quick
-        return not workflow.patched(PATCH_FIRST_CALL_REMOTE)
+        return not self.conversation.patched(PATCH_FIRST_CALL_REMOTE)
 
     def _hold_events(self) -> bool:
         """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""
-        if workflow.patched(PATCH_HOLD_OVER_QUICK_MODEL):
+        if self.conversation.patched(PATCH_HOLD_OVER_QUICK_MODEL):
             return self.expect_quick()
-        return workflow.patched(PATCH_HOLD_OVER_MODEL)
+        return self.conversation.patched(PATCH_HOLD_OVER_MODEL)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
@@ -324,7 +324,7 @@ class TemporalRuntime:
         local = (
             spec.retry_safe
             and spec.timeout_seconds <= limits.local_tool_max_seconds
-            and workflow.patched(PATCH_LOCAL_TOOLS)
+            and self.conversation.patched(PATCH_LOCAL_TOOLS)
         )
         if local:
             handle = workflow.start_local_activity(
@@ -348,7 +348,7 @@ class TemporalRuntime:
                 summary=summary,
             )
         remove = signal.add_listener(handle.cancel)
-        hold = local and workflow.patched(PATCH_HOLD_EVENTS)
+        hold = local and self.conversation.patched(PATCH_HOLD_EVENTS)
         if hold:
             self.conversation.local_activities += 1
         try:

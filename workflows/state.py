@@ -53,6 +53,28 @@ PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
 # A run is indexed as ``running`` when its first events leave (see ``_release_when_waiting``), not
 # when it starts: a quick run then costs one upsert (``idle`` and its counts at the end), not two.
 PATCH_INDEX_RUNNING_WHEN_SEEN = "index-running-when-seen-v1"
+# One marker for every patch below. Each ``workflow.patched`` marker also makes the SDK upsert the
+# ``TemporalChangeVersion`` search attribute (a history event and a visibility write apiece), so a
+# run asking each of these patches paid a dozen of both; a run that starts on this code records
+# PATCH_BASELINE alone and takes every patch in BASELINE_PATCHES as applied (``patched``). Runs
+# recorded before have no baseline marker and ask each patch, as they did.
+PATCH_BASELINE = "patch-baseline-v1"
+BASELINE_PATCHES = frozenset(
+    {
+        "search-attributes-v1",
+        "index-running-when-seen-v1",
+        "count-idle-waiters-v1",
+        "defer-session-flush-v1",
+        "local-session-flush-v1",
+        "defer-idle-index-v1",
+        "local-tools-v1",
+        "hold-events-over-local-tools-v1",
+        "hold-events-over-model-calls-v1",
+        "hold-events-over-quick-model-calls-v2",
+        "local-quick-model-calls-v1",
+        "first-model-call-remote-v1",
+    }
+)
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 
 
@@ -99,6 +121,18 @@ class ConversationState:
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
+    _baseline: bool | None
+
+    def patched(self, patch_id: str) -> bool:
+        """``workflow.patched``, with one marker per run for the patches of PATCH_BASELINE.
+
+        The baseline is asked at the run's first patch check, wherever that is: replay asks at the
+        same point, so it gets the same answer."""
+        if self._baseline is None:
+            self._baseline = workflow.patched(PATCH_BASELINE)
+        if self._baseline and patch_id in BASELINE_PATCHES:
+            return True
+        return workflow.patched(patch_id)
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -246,7 +280,7 @@ class ConversationState:
     def _index(self) -> None:
         """Keep the conversation findable in the UI: status, model, message count, cost."""
         self._index_deferred = False
-        if not self.search_attributes or not workflow.patched(PATCH_SEARCH_ATTRIBUTES):
+        if not self.search_attributes or not self.patched(PATCH_SEARCH_ATTRIBUTES):
             return
         model = self.config.model
         values = (
