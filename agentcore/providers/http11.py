@@ -44,6 +44,22 @@ _Origin = tuple[str, str, int]
 _Framing = Literal["length", "chunked", "close"]
 
 
+def _wake(waiter: asyncio.Future[None] | None) -> None:
+    """Resolve a reader's or writer's waiter, if one is still waiting."""
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
+
+
+async def _wait(
+    waiter: asyncio.Future[None], timeout: float | None, on_timeout: httpx.TimeoutException
+) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            await waiter
+    except TimeoutError:
+        raise on_timeout from None
+
+
 class _Wire(asyncio.Protocol):
     """One socket's bytes: a receive buffer the response parser reads from, and write flow control."""
 
@@ -93,13 +109,11 @@ class _Wire(asyncio.Protocol):
 
     def _wake_reader(self) -> None:
         waiter, self._data_waiter = self._data_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        _wake(waiter)
 
     def _wake_drainer(self) -> None:
         waiter, self._drain_waiter = self._drain_waiter, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        _wake(waiter)
 
     # -- used by the transport
 
@@ -123,11 +137,7 @@ class _Wire(asyncio.Protocol):
         if not self._writing_paused:
             return
         self._drain_waiter = self._loop.create_future()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._drain_waiter
-        except TimeoutError:
-            raise httpx.WriteTimeout("timed out sending the request body") from None
+        await _wait(self._drain_waiter, timeout, httpx.WriteTimeout("timed out sending the request body"))
         if self.error is not None:
             raise httpx.WriteError(str(self.error) or type(self.error).__name__)
 
@@ -137,11 +147,7 @@ class _Wire(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
         self._data_waiter = self._loop.create_future()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._data_waiter
-        except TimeoutError:
-            raise httpx.ReadTimeout("timed out waiting for the server") from None
+        await _wait(self._data_waiter, timeout, httpx.ReadTimeout("timed out waiting for the server"))
 
     def _consumed(self) -> None:
         if self._reading_paused and len(self.buffer) < _READ_HIGH_WATER // 2 and self.transport is not None:
@@ -528,12 +534,18 @@ def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> tu
     if codings:
         last = b",".join(codings).split(b",")[-1].strip().lower()
         return ("chunked", 0) if last == b"chunked" else ("close", 0)
-    lengths = {value.strip() for name, value in headers if name.lower() == b"content-length"}
-    if not lengths:
+    # Repeated headers and comma-separated lists may repeat one length, never disagree.
+    parts = [
+        part.strip()
+        for name, value in headers
+        if name.lower() == b"content-length"
+        for part in value.split(b",")
+    ]
+    if not parts:
         return "close", 0
-    if len(lengths) > 1 or not all(part.strip().isdigit() for part in b",".join(lengths).split(b",")):
-        raise httpx.RemoteProtocolError(f"invalid Content-Length {sorted(lengths)!r}")
-    values = {int(part) for part in b",".join(lengths).split(b",")}
+    if not all(part.isdigit() for part in parts):
+        raise httpx.RemoteProtocolError(f"invalid Content-Length {parts!r}")
+    values = {int(part) for part in parts}
     if len(values) > 1:
         raise httpx.RemoteProtocolError(f"conflicting Content-Length values {sorted(values)!r}")
     return "length", values.pop()
