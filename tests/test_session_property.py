@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 from agentcore.model import ThinkingLevel
 from agentcore.session import (
     CompactionEntry,
+    CustomEntry,
     FsyncPolicy,
     JsonlSessionStorage,
     LeafEntry,
     MessageEntry,
+    SessionEntry,
     ThinkingLevelChangeEntry,
 )
-from agentcore.session.context import COMPACTION_SUMMARY_PREFIX, SUMMARY_SUFFIX
+from agentcore.session.context import COMPACTION_SUMMARY_PREFIX, SUMMARY_SUFFIX, context_from_entries
+from agentcore.session.entries import SYSTEM_PROMPT_CUSTOM_TYPE, SYSTEM_PROMPT_METADATA_KEY
 
 from .session_support import new_session, reopen, texts, user
 
@@ -162,3 +165,87 @@ def check(storage: JsonlSessionStorage, model: TreeModel) -> None:
     assert storage.get_leaf_id() == model.leaf
     assert texts(context.messages) == expected_texts
     assert context.thinking_level == expected_thinking
+
+
+# ------------------------------------------------------------------------------ the kept context
+
+
+def _reference(storage: JsonlSessionStorage, leaf: str | None, pending: list[SessionEntry]) -> object:
+    """The context at ``leaf`` rebuilt from nothing (no kept context involved)."""
+    overlay = {entry.id: entry for entry in pending}
+    path: list[SessionEntry] = []
+    current = leaf
+    while current is not None:
+        entry = overlay.get(current) or storage.get_entry(current)
+        assert entry is not None
+        path.append(entry)
+        current = entry.parent_id
+    header = storage.get_metadata().metadata.get(SYSTEM_PROMPT_METADATA_KEY)
+    return context_from_entries(path[::-1], system_prompt=header if isinstance(header, str) else None)
+
+
+def _overlay_entry(kind: str, entry_id: str, parent: str | None, index: int) -> SessionEntry:
+    if kind == "message":
+        return MessageEntry(id=entry_id, parent_id=parent, timestamp=1, message=user(f"p{entry_id}"))
+    if kind == "thinking":
+        return ThinkingLevelChangeEntry(
+            id=entry_id, parent_id=parent, timestamp=1, thinking_level=ThinkingLevel.HIGH
+        )
+    if kind == "custom":
+        return CustomEntry(id=entry_id, parent_id=parent, timestamp=1, custom_type="app", data=index)
+    if kind == "prompt":
+        return CustomEntry(
+            id=entry_id,
+            parent_id=parent,
+            timestamp=1,
+            custom_type=SYSTEM_PROMPT_CUSTOM_TYPE,
+            data=f"sp{index}",
+        )
+    return CompactionEntry(
+        id=entry_id, parent_id=parent, timestamp=1, summary=f"s{entry_id}", first_kept_entry_id=None
+    )
+
+
+kinds = st.sampled_from(["message", "message", "message", "thinking", "custom", "prompt", "compaction"])
+step = st.tuples(
+    st.sampled_from(["append", "append", "branch", "ask", "ask"]),
+    st.integers(min_value=0, max_value=1000),
+    st.lists(kinds, max_size=4),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(step, max_size=25))
+def test_contexts_built_from_the_kept_one_match_a_rebuild(steps: list[tuple[str, int, list[str]]]) -> None:
+    """``build_context`` keeps the context it built last and extends it when the next path runs
+    through it: whatever order entries are asked for in, with or without pending entries on top, the
+    answer is the one a rebuild from the root gives."""
+    with tempfile.TemporaryDirectory() as directory:
+        storage = new_session(Path(directory) / "s.jsonl", metadata={SYSTEM_PROMPT_METADATA_KEY: "header"})
+        ids: list[str] = []
+        counter = 0
+        try:
+            for action, number, overlay_kinds in steps:
+                if action == "append":
+                    for kind in overlay_kinds or ["message"]:
+                        counter += 1
+                        entry = _overlay_entry(kind, f"e{counter}", storage.get_leaf_id(), counter)
+                        storage.append_entry(entry)
+                        ids.append(entry.id)
+                    continue
+                if action == "branch" and ids:
+                    storage.append_entry(LeafEntry(target_id=ids[number % len(ids)]))
+                    continue
+                leaf = ids[number % len(ids)] if ids and number % 3 else storage.get_leaf_id()
+                pending: list[SessionEntry] = []
+                parent = leaf
+                for kind in overlay_kinds:
+                    counter += 1
+                    pending.append(_overlay_entry(kind, f"p{counter}", parent, counter))
+                    parent = pending[-1].id
+                asked = parent
+                got = storage.build_context(asked, pending=pending)
+                assert got.model_dump() == _reference(storage, asked, pending).model_dump()  # type: ignore[attr-defined]
+                got.messages.clear()  # a caller may change what it got: the kept context is its own
+        finally:
+            storage.close()

@@ -121,6 +121,39 @@ def build_context(
     return context
 
 
+def extend_context(
+    context: SessionContext,
+    ids: Sequence[str],
+    entry_type: Callable[[str], str],
+    load_entry: Callable[[str], SessionEntry],
+) -> SessionContext | None:
+    """The context at the last of ``ids``, from ``context`` at the entry just before the first (a
+    new object; ``context`` is left as it was). None when one of ``ids`` changes more than the
+    messages (a setting, a compaction), for ``build_context`` to rebuild instead.
+
+    What ``build_context`` gives for the longer path: no compaction or setting in between means
+    everything but the messages carries over, and the new messages come after the old ones.
+    """
+    for entry_id in ids:
+        kind = entry_type(entry_id)
+        if kind == "compaction" or kind in _SETTING_TYPES and _changes_setting(load_entry(entry_id)):
+            return None
+    pairs = _messages(ids, entry_type, load_entry)
+    return context.model_copy(
+        update={
+            "messages": [*context.messages, *(message for _, message in pairs)],
+            "message_entry_ids": [*context.message_entry_ids, *(entry_id for entry_id, _ in pairs)],
+            "active_tools": None if context.active_tools is None else list(context.active_tools),
+            "leaf_id": ids[-1] if ids else context.leaf_id,
+        }
+    )
+
+
+def _changes_setting(entry: SessionEntry) -> bool:
+    # A custom entry only counts when it carries the system prompt (see ``_apply_setting``).
+    return not isinstance(entry, CustomEntry) or entry.custom_type == SYSTEM_PROMPT_CUSTOM_TYPE
+
+
 def context_from_entries(
     entries: Sequence[SessionEntry], *, system_prompt: str | None = None
 ) -> SessionContext:

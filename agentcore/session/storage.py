@@ -52,7 +52,7 @@ from ..errors import (
     UnknownEntryTypeError,
 )
 from ..messages import WireModel, describe_validation_error
-from .context import SessionContext, build_context
+from .context import SessionContext, build_context, extend_context
 from .entries import (
     ENTRY_ADAPTER,
     ENTRY_TYPES,
@@ -172,6 +172,7 @@ class JsonlSessionStorage:
         self._line_of: dict[str, int] = {}
         self._labels: dict[str, str] = {}
         self._leaf_id: str | None = None
+        self._context_memo: SessionContext | None = None  # see ``_file_context``
         self._name: str | None = None
         self._stats = StatsAccumulator()
         self._consumed = 0  # bytes of the file read into the index
@@ -585,14 +586,50 @@ class JsonlSessionStorage:
             while current is not None and current in overlay:
                 ahead.append(current)
                 current = overlay[current].parent_id
-            path = self._path_ids(current) + ahead[::-1]
-            system_prompt = self._require_header().metadata.get(SYSTEM_PROMPT_METADATA_KEY)
-            return build_context(
-                path,
-                lambda entry_id: overlay[entry_id].type if entry_id in overlay else self._types[entry_id],
-                lambda entry_id: overlay[entry_id] if entry_id in overlay else self._entry(entry_id),
-                system_prompt=system_prompt if isinstance(system_prompt, str) else None,
+            ahead.reverse()
+            in_file = self._file_context(current)
+            if ahead:
+                extended = extend_context(
+                    in_file, ahead, lambda entry_id: overlay[entry_id].type, overlay.__getitem__
+                )
+                if extended is not None:
+                    return extended
+                return build_context(
+                    self._path_ids(current) + ahead,
+                    lambda entry_id: overlay[entry_id].type if entry_id in overlay else self._types[entry_id],
+                    lambda entry_id: overlay[entry_id] if entry_id in overlay else self._entry(entry_id),
+                    system_prompt=self._system_prompt(),
+                )
+            return extend_context(in_file, (), self._types.__getitem__, self._entry) or in_file
+
+    def _file_context(self, entry_id: str | None) -> SessionContext:
+        """The context at ``entry_id`` of the file (kept: don't change it). The one built last is kept:
+        a conversation's next call mostly asks for an entry a few messages below it, and then only
+        those are read (entries never change once in the file, so neither does a context)."""
+        if entry_id is not None and entry_id not in self._types:
+            raise EntryNotFoundError(f"no entry {entry_id!r} in {str(self.path)!r}")
+        memo = self._context_memo
+        stop = memo.leaf_id if memo is not None else None
+        below: list[str] = []  # from entry_id up to the kept context's entry, or to the root
+        current = entry_id
+        while current is not None and current != stop:
+            below.append(current)
+            current = self._parents[current]
+        below.reverse()
+        context = None
+        if memo is not None and current is not None:  # the kept context's entry is on the path
+            context = extend_context(memo, below, self._types.__getitem__, self._entry)
+        if context is None:
+            path = below if current is None else self._path_ids(entry_id)
+            context = build_context(
+                path, self._types.__getitem__, self._entry, system_prompt=self._system_prompt()
             )
+        self._context_memo = context
+        return context
+
+    def _system_prompt(self) -> str | None:
+        system_prompt = self._require_header().metadata.get(SYSTEM_PROMPT_METADATA_KEY)
+        return system_prompt if isinstance(system_prompt, str) else None
 
     def _path_ids(self, entry_id: str | None) -> list[str]:
         """Ids from the root to ``entry_id``. Parents always precede children in the file, so this
