@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -38,6 +39,7 @@ from temporalio.exceptions import ApplicationError
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
 from agentcore.protocol import EVENTS_TOPIC, SIGNAL_MODEL_WAITING, StreamInput, StreamResult
+from agentcore.providers.base import ConversionMemo
 from agentcore.providers.errors import is_context_overflow
 from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
@@ -45,7 +47,7 @@ from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
-from .session import SessionStore, activity_lock_wait, heartbeating
+from .session import KEPT_SESSIONS, SessionStore, activity_lock_wait, heartbeating
 
 T = TypeVar("T")
 
@@ -84,6 +86,17 @@ class LlmActivities:
         self.publish_interval = publish_interval
         # Calls local attempts handed off, by result entry id, until their remote llm.stream adopts them.
         self._handoffs: dict[str, _Call] = {}
+        # Per session, what the provider made of each message: the session store hands every call
+        # the same message objects, so each is converted once, not on every call (most recently
+        # used last, as many as the store keeps writers for).
+        self._memos: OrderedDict[str, ConversionMemo] = OrderedDict()
+
+    def _memo(self, session_id: str) -> ConversionMemo:
+        memo = self._memos.pop(session_id, None) or ConversionMemo()
+        self._memos[session_id] = memo
+        if len(self._memos) > KEPT_SESSIONS:
+            self._memos.popitem(last=False)
+        return memo
 
     def _stream_fn(self) -> StreamFn:
         return resolve_stream_fn(self.stream_fn)
@@ -120,7 +133,9 @@ class LlmActivities:
                     if inp.leaf_id
                     else storage.build_context()
                 )
-                return LlmContext(
+                # Not validated again: the messages come validated from the store, the specs from
+                # the registry (validating a long context's messages costs as much as converting them).
+                return LlmContext.model_construct(
                     system_prompt=inp.system_prompt,
                     messages=context.messages if inp.leaf_id else [],
                     tools=self.tools.describe(inp.tool_names)[0],
@@ -201,6 +216,7 @@ class LlmActivities:
                 temperature=inp.temperature,
                 session_id=inp.session_id,
                 signal=signal,
+                conversion_memo=self._memo(inp.session_id),
             )
             state = call.state
             async for event in self._stream_fn()(inp.model, context, options):

@@ -73,6 +73,9 @@ class StreamOptions(WireModel):
     temperature: float | None = None
     session_id: str | None = None
     signal: Any = Field(default=None, exclude=True, repr=False)  # AbortSignal | None
+    # A ``providers.base.ConversionMemo`` for a caller whose messages never change once built (the
+    # worker passes one per conversation): the provider converts each message object once.
+    conversion_memo: Any = Field(default=None, exclude=True, repr=False)
 
 
 class StreamFn(Protocol):

@@ -26,10 +26,18 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     Usage,
+    UserMessage,
 )
 from ..model import Model, ThinkingLevel
 from ..runtime import LlmContext, StreamOptions
-from .base import HttpRequest, PartialMessageBuilder, normalize_messages, stream_sse_provider
+from .base import (
+    ConversionMemo,
+    HttpRequest,
+    PartialMessageBuilder,
+    derived,
+    normalize_messages,
+    stream_sse_provider,
+)
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
 from .sse import SseEvent
 
@@ -105,7 +113,7 @@ def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dic
         "model": model.id,
         "max_tokens": max_tokens,
         "stream": True,
-        "messages": convert_messages(model, context),
+        "messages": convert_messages(model, context, options.conversion_memo),
     }
     if context.system_prompt:
         # cache_control marks the prefix worth caching: system prompt (and, below, the newest turn).
@@ -140,28 +148,45 @@ def _adaptive_effort(model: Model, level: ThinkingLevel) -> str:
     return {ThinkingLevel.MINIMAL: "low"}.get(level, level.value)
 
 
-def convert_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+def convert_messages(
+    model: Model, context: LlmContext, memo: ConversionMemo | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` of a request. With a ``memo``, each message object is converted once: the
+    blocks that come back are shared with later calls, so nothing below changes them (groups and
+    the cache mark get containers of their own)."""
+    if memo is not None:
+        memo.begin()
+    # Replayed thinking depends on the model that is asked (see ``_assistant_blocks``).
+    assistant_kind = f"anthropic-assistant:{model.api}:{model.provider}:{model.id}"
+
+    def assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+        return _assistant_blocks(model, message)
+
     wire: list[dict[str, Any]] = []
     for message in normalize_messages(context.messages, model):
         if isinstance(message, ToolResultMessage):
-            block = _tool_result_block(message)
+            block = derived(memo, "anthropic-tool-result", message, _tool_result_block)
             # All results answering one assistant turn go in one user message.
             if wire and wire[-1]["role"] == "user" and wire[-1]["content"][-1:] and _is_tool_result(wire[-1]):
                 wire[-1]["content"].append(block)
             else:
                 wire.append({"role": "user", "content": [block]})
         elif isinstance(message, AssistantMessage):
-            content = _assistant_blocks(model, message)
+            content = derived(memo, assistant_kind, message, assistant_blocks)
             if content:
                 wire.append({"role": "assistant", "content": content})
         else:
-            wire.append({"role": "user", "content": [_user_block(block) for block in message.content]})
+            wire.append({"role": "user", "content": derived(memo, "anthropic-user", message, _user_blocks)})
     if wire and wire[-1]["role"] == "user" and wire[-1]["content"]:
         # Cache everything up to the newest turn, so the next call reads it back cheaply.
-        last = dict(wire[-1]["content"][-1])
-        last["cache_control"] = _CACHE
-        wire[-1]["content"][-1] = last
+        content = list(wire[-1]["content"])
+        content[-1] = {**content[-1], "cache_control": _CACHE}
+        wire[-1] = {**wire[-1], "content": content}
     return wire
+
+
+def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
+    return [_user_block(block) for block in message.content]
 
 
 def _is_tool_result(entry: dict[str, Any]) -> bool:

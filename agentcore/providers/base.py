@@ -483,11 +483,14 @@ def normalize_messages(messages: list[Message], model: Model) -> list[Message]:
     * A tool call left without a result (the run was interrupted) gets an error result, because both
       APIs reject a transcript where a call is never answered.
     * Images go to a model that cannot see them as a short text note instead.
+
+    Runs on every model call over the whole context, so its loop does as little as it can.
     """
     kept: list[Message] = []
     known_calls: set[str] = set()
     pending: list[ToolCall] = []
     pending_timestamp = 0
+    images = "image" in model.input
 
     def answer_pending() -> None:
         for call in pending:
@@ -504,30 +507,91 @@ def normalize_messages(messages: list[Message], model: Model) -> list[Message]:
 
     for message in messages:
         if isinstance(message, ToolResultMessage):
-            if message.tool_call_id not in known_calls:
+            call_id = message.tool_call_id
+            if call_id not in known_calls:
                 continue
-            pending[:] = [call for call in pending if call.id != message.tool_call_id]
-            kept.append(_without_images(message, model))
+            if pending:
+                pending[:] = [call for call in pending if call.id != call_id]
+            kept.append(message if images else _without_images(message))
             continue
-        answer_pending()
+        if pending:
+            answer_pending()
         if isinstance(message, AssistantMessage):
             if message.stop_reason in ("error", "aborted"):
                 continue
-            pending.extend(message.tool_calls)
-            pending_timestamp = message.timestamp
-            known_calls.update(call.id for call in message.tool_calls)
+            calls = message.tool_calls
+            if calls:
+                pending.extend(calls)
+                pending_timestamp = message.timestamp
+                known_calls.update(call.id for call in calls)
             kept.append(message)
         else:
-            kept.append(_without_images(message, model))
+            kept.append(message if images else _without_images(message))
     answer_pending()
     return kept
+
+
+_Derived = TypeVar("_Derived")
+_Message = TypeVar("_Message")
+
+
+class ConversionMemo:
+    """What a provider derived from each message, kept for the next call of one conversation.
+
+    Converting a context to a request body costs time in proportion to its length on every model
+    call, though a conversation's calls mostly differ by their last few messages. A caller whose
+    message objects never change once built passes one memo per conversation as
+    ``StreamOptions.conversion_memo``, and the provider then converts each message object once: the
+    worker does (its session store hands every call of a conversation the same message objects).
+    Messages are found by identity, so a caller that may change a message after a call must pass
+    none; the in-process ``Agent`` passes none.
+
+    A provider starts each conversion with ``begin()`` and asks ``get`` for each message; what it
+    gets back is shared with later calls and must not be changed. The memo holds what the last two
+    conversions used, nothing older. Not thread-safe: one conversation converts one call at a time.
+    """
+
+    __slots__ = ("_current", "_previous")
+
+    def __init__(self) -> None:
+        # (kind, id(message)) -> (message, derived); holding the message keeps its id from being reused.
+        self._current: dict[tuple[str, int], tuple[object, Any]] = {}
+        self._previous: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def begin(self) -> None:
+        """A new conversion starts: whatever the one before the last did not use is let go."""
+        self._previous = self._current
+        self._current = {}
+
+    def get(self, kind: str, message: _Message, derive: Callable[[_Message], _Derived]) -> _Derived:
+        """``derive(message)``, or what it gave for this very object before. ``kind`` names the
+        derivation, with whatever else it depends on (the model, for some)."""
+        key = (kind, id(message))
+        found = self._current.get(key)
+        if found is None:
+            found = self._previous.get(key)
+            if found is None:
+                found = (message, derive(message))
+            self._current[key] = found
+        return found[1]
+
+    def __len__(self) -> int:
+        return len(self._current)
+
+
+def derived(
+    memo: ConversionMemo | None, kind: str, message: _Message, derive: Callable[[_Message], _Derived]
+) -> _Derived:
+    """``derive(message)``, through ``memo`` when there is one (see ``ConversionMemo.get``)."""
+    return derive(message) if memo is None else memo.get(kind, message, derive)
 
 
 _WithImages = TypeVar("_WithImages", UserMessage, ToolResultMessage)
 
 
-def _without_images(message: _WithImages, model: Model) -> _WithImages:
-    if "image" in model.input or not any(isinstance(block, ImageContent) for block in message.content):
+def _without_images(message: _WithImages) -> _WithImages:
+    """``message`` with each image replaced by a note (for a model that takes none)."""
+    if not any(isinstance(block, ImageContent) for block in message.content):
         return message
     content = [
         TextContent(text="(image omitted: this model does not accept images)")

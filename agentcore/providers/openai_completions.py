@@ -17,7 +17,14 @@ from ..events import StreamEvent
 from ..messages import AssistantMessage, ImageContent, Message, TextContent, ToolResultMessage, Usage
 from ..model import Model, ThinkingLevel
 from ..runtime import LlmContext, StreamOptions
-from .base import HttpRequest, PartialMessageBuilder, normalize_messages, stream_sse_provider
+from .base import (
+    ConversionMemo,
+    HttpRequest,
+    PartialMessageBuilder,
+    derived,
+    normalize_messages,
+    stream_sse_provider,
+)
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
 from .sse import SseEvent
 
@@ -57,7 +64,7 @@ async def stream_openai_completions(
 def build_body(model: Model, context: LlmContext, options: StreamOptions) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model.id,
-        "messages": convert_messages(model, context),
+        "messages": convert_messages(model, context, options.conversion_memo),
         "stream": True,
         # Without this the stream carries no token counts at all.
         "stream_options": {"include_usage": True},
@@ -102,13 +109,22 @@ def _supports_xhigh(model: Model) -> bool:
     return any(tag in model.id for tag in ("gpt-5.2", "gpt-5.3", "gpt-5.4", "codex-max"))
 
 
-def convert_messages(model: Model, context: LlmContext) -> list[dict[str, Any]]:
+def convert_messages(
+    model: Model, context: LlmContext, memo: ConversionMemo | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` of a request. With a ``memo``, each message object is converted once (what
+    comes back is shared with later calls; nothing here changes it)."""
     wire: list[dict[str, Any]] = []
     if context.system_prompt:
         wire.append({"role": "system", "content": context.system_prompt})
+    if memo is not None:
+        memo.begin()
     for message in normalize_messages(context.messages, model):
-        wire.extend(_convert(message))
+        wire.extend(derived(memo, _MEMO_KIND, message, _convert))
     return wire
+
+
+_MEMO_KIND = "openai-completions"
 
 
 def _convert(message: Message) -> list[dict[str, Any]]:
