@@ -11,8 +11,10 @@ Thinking blocks are replayed with their signatures, which Anthropic verifies; a 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
@@ -21,21 +23,20 @@ from ..events import StreamEvent
 from ..messages import (
     AssistantMessage,
     ImageContent,
+    Message,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
-    UserMessage,
 )
 from ..model import Model, ThinkingLevel
 from ..runtime import LlmContext, StreamOptions
 from .base import (
     ConversionMemo,
     HttpRequest,
+    Normalizer,
     PartialMessageBuilder,
-    derived,
-    normalize_messages,
     stream_sse_provider,
 )
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
@@ -151,32 +152,28 @@ def _adaptive_effort(model: Model, level: ThinkingLevel) -> str:
 def convert_messages(
     model: Model, context: LlmContext, memo: ConversionMemo | None = None
 ) -> list[dict[str, Any]]:
-    """The ``messages`` of a request. With a ``memo``, each message object is converted once: the
-    blocks that come back are shared with later calls, so nothing below changes them (groups and
-    the cache mark get containers of their own)."""
+    """The ``messages`` of a request. With a ``memo``, only what follows the previous call's
+    messages is converted (see ``ConversionMemo``): the entries kept for later calls are never
+    changed, since merging a result into a group and the cache mark make new ones."""
+    # Replayed thinking depends on the model asked (``_assistant_blocks``), normalizing on images.
+    key = ("anthropic-messages", model.api, model.provider, model.id, "image" in model.input)
+    state, done = memo.resume(key, context.messages) if memo is not None else (None, 0)
+    if not isinstance(state, _Converted):
+        state, done = _Converted(Normalizer(model)), 0
+    state.normalizer.feed(itertools.islice(context.messages, done, None))
+    kept = state.normalizer.kept
+    # Trailing tool results stay open: a result still to come joins their user message.
+    open_from = len(kept)
+    while open_from > state.closed_upto and isinstance(kept[open_from - 1], ToolResultMessage):
+        open_from -= 1
+    for message in kept[state.closed_upto : open_from]:
+        _append(state.closed, model, message)
+    state.closed_upto = open_from
     if memo is not None:
-        memo.begin()
-    # Replayed thinking depends on the model that is asked (see ``_assistant_blocks``).
-    assistant_kind = f"anthropic-assistant:{model.api}:{model.provider}:{model.id}"
-
-    def assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
-        return _assistant_blocks(model, message)
-
-    wire: list[dict[str, Any]] = []
-    for message in normalize_messages(context.messages, model):
-        if isinstance(message, ToolResultMessage):
-            block = derived(memo, "anthropic-tool-result", message, _tool_result_block)
-            # All results answering one assistant turn go in one user message.
-            if wire and wire[-1]["role"] == "user" and wire[-1]["content"][-1:] and _is_tool_result(wire[-1]):
-                wire[-1]["content"].append(block)
-            else:
-                wire.append({"role": "user", "content": [block]})
-        elif isinstance(message, AssistantMessage):
-            content = derived(memo, assistant_kind, message, assistant_blocks)
-            if content:
-                wire.append({"role": "assistant", "content": content})
-        else:
-            wire.append({"role": "user", "content": derived(memo, "anthropic-user", message, _user_blocks)})
+        memo.keep(key, context.messages, state)
+    wire = list(state.closed)
+    for message in itertools.chain(kept[open_from:], state.normalizer.unanswered()):
+        _append(wire, model, message)
     if wire and wire[-1]["role"] == "user" and wire[-1]["content"]:
         # Cache everything up to the newest turn, so the next call reads it back cheaply.
         content = list(wire[-1]["content"])
@@ -185,8 +182,31 @@ def convert_messages(
     return wire
 
 
-def _user_blocks(message: UserMessage) -> list[dict[str, Any]]:
-    return [_user_block(block) for block in message.content]
+@dataclass
+class _Converted:
+    """A conversion to carry on from: the normalized messages so far, and the wire entries of the
+    first ``closed_upto`` of them (those no later message can change)."""
+
+    normalizer: Normalizer
+    closed: list[dict[str, Any]] = field(default_factory=list)
+    closed_upto: int = 0
+
+
+def _append(wire: list[dict[str, Any]], model: Model, message: Message) -> None:
+    """Add ``message`` to ``wire``; never changes an entry already there (they may be shared)."""
+    if isinstance(message, ToolResultMessage):
+        block = _tool_result_block(message)
+        # All results answering one assistant turn go in one user message.
+        if wire and wire[-1]["role"] == "user" and wire[-1]["content"][-1:] and _is_tool_result(wire[-1]):
+            wire[-1] = {"role": "user", "content": [*wire[-1]["content"], block]}
+        else:
+            wire.append({"role": "user", "content": [block]})
+    elif isinstance(message, AssistantMessage):
+        content = _assistant_blocks(model, message)
+        if content:
+            wire.append({"role": "assistant", "content": content})
+    else:
+        wire.append({"role": "user", "content": [_user_block(block) for block in message.content]})
 
 
 def _is_tool_result(entry: dict[str, Any]) -> bool:

@@ -24,7 +24,7 @@ import sys
 import time
 import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -474,7 +474,7 @@ async def _read_limited(response: httpx.Response) -> bytes:
 NO_RESULT_TEXT = "No result provided"
 
 
-def normalize_messages(messages: list[Message], model: Model) -> list[Message]:
+def normalize_messages(messages: Sequence[Message], model: Model) -> list[Message]:
     """A transcript every provider accepts.
 
     * Failed or aborted assistant turns are dropped: their partial content may end mid tool call, and
@@ -483,107 +483,111 @@ def normalize_messages(messages: list[Message], model: Model) -> list[Message]:
     * A tool call left without a result (the run was interrupted) gets an error result, because both
       APIs reject a transcript where a call is never answered.
     * Images go to a model that cannot see them as a short text note instead.
-
-    Runs on every model call over the whole context, so its loop does as little as it can.
     """
-    kept: list[Message] = []
-    known_calls: set[str] = set()
-    pending: list[ToolCall] = []
-    pending_timestamp = 0
-    images = "image" in model.input
+    normalizer = Normalizer(model)
+    normalizer.feed(messages)
+    return normalizer.kept + normalizer.unanswered()
 
-    def answer_pending() -> None:
-        for call in pending:
-            kept.append(
-                ToolResultMessage(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    content=[TextContent(text=NO_RESULT_TEXT)],
-                    is_error=True,
-                    timestamp=pending_timestamp,
-                )
+
+class Normalizer:
+    """``normalize_messages`` fed a piece at a time: ``kept`` never changes once a message is fed
+    past it, so a conversion of it can be kept too (see ``ConversionMemo``). Only the calls still
+    waiting for their results at the end (``unanswered``) depend on what comes next."""
+
+    def __init__(self, model: Model) -> None:
+        self.kept: list[Message] = []
+        self._images = "image" in model.input
+        self._known_calls: set[str] = set()
+        self._pending: list[ToolCall] = []
+        self._pending_timestamp = 0
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        kept, images = self.kept, self._images
+        for message in messages:
+            if isinstance(message, ToolResultMessage):
+                call_id = message.tool_call_id
+                if call_id not in self._known_calls:
+                    continue
+                if self._pending:
+                    self._pending = [call for call in self._pending if call.id != call_id]
+                kept.append(message if images else _without_images(message))
+                continue
+            if self._pending:
+                kept += self.unanswered()
+                self._pending = []
+            if isinstance(message, AssistantMessage):
+                if message.stop_reason in ("error", "aborted"):
+                    continue
+                calls = message.tool_calls
+                if calls:
+                    self._pending = calls
+                    self._pending_timestamp = message.timestamp
+                    self._known_calls.update(call.id for call in calls)
+                kept.append(message)
+            else:
+                kept.append(message if images else _without_images(message))
+
+    def unanswered(self) -> list[Message]:
+        """Error results for the calls still waiting for theirs."""
+        return [
+            ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=[TextContent(text=NO_RESULT_TEXT)],
+                is_error=True,
+                timestamp=self._pending_timestamp,
             )
-        pending.clear()
-
-    for message in messages:
-        if isinstance(message, ToolResultMessage):
-            call_id = message.tool_call_id
-            if call_id not in known_calls:
-                continue
-            if pending:
-                pending[:] = [call for call in pending if call.id != call_id]
-            kept.append(message if images else _without_images(message))
-            continue
-        if pending:
-            answer_pending()
-        if isinstance(message, AssistantMessage):
-            if message.stop_reason in ("error", "aborted"):
-                continue
-            calls = message.tool_calls
-            if calls:
-                pending.extend(calls)
-                pending_timestamp = message.timestamp
-                known_calls.update(call.id for call in calls)
-            kept.append(message)
-        else:
-            kept.append(message if images else _without_images(message))
-    answer_pending()
-    return kept
-
-
-_Derived = TypeVar("_Derived")
-_Message = TypeVar("_Message")
+            for call in self._pending
+        ]
 
 
 class ConversionMemo:
-    """What a provider derived from each message, kept for the next call of one conversation.
+    """A conversation's last conversion, for the next call to carry on from.
 
-    Converting a context to a request body costs time in proportion to its length on every model
+    Converting a context to a request body takes time in proportion to its length on every model
     call, though a conversation's calls mostly differ by their last few messages. A caller whose
     message objects never change once built passes one memo per conversation as
-    ``StreamOptions.conversion_memo``, and the provider then converts each message object once: the
-    worker does (its session store hands every call of a conversation the same message objects).
-    Messages are found by identity, so a caller that may change a message after a call must pass
-    none; the in-process ``Agent`` passes none.
+    ``StreamOptions.conversion_memo``: when a call's messages begin with the previous call's, the
+    provider converts only the rest. The worker does (its session store hands every call of a
+    conversation the same message objects). Messages are matched by identity (the last few also by
+    equality: the worker rebuilds the newest ones per call), so a caller that may change a message
+    after a call must pass none; the in-process ``Agent`` passes none.
 
-    A provider starts each conversion with ``begin()`` and asks ``get`` for each message; what it
-    gets back is shared with later calls and must not be changed. The memo holds what the last two
-    conversions used, nothing older. Not thread-safe: one conversation converts one call at a time.
+    A provider asks ``resume`` for its state, feeds it what follows, and gives it back with ``keep``.
+    What a provider keeps is shared with later calls and must not change once returned in a request.
     """
 
-    __slots__ = ("_current", "_previous")
+    # The previous call's last messages may be equal copies; past this many it converts afresh.
+    RECHECK = 32
+
+    __slots__ = ("_key", "_messages", "_state")
 
     def __init__(self) -> None:
-        # (kind, id(message)) -> (message, derived); holding the message keeps its id from being reused.
-        self._current: dict[tuple[str, int], tuple[object, Any]] = {}
-        self._previous: dict[tuple[str, int], tuple[object, Any]] = {}
+        self._key: Hashable = None
+        self._messages: list[Message] = []  # held: their ids stay theirs while kept
+        self._state: Any = None
 
-    def begin(self) -> None:
-        """A new conversion starts: whatever the one before the last did not use is let go."""
-        self._previous = self._current
-        self._current = {}
+    def resume(self, key: Hashable, messages: Sequence[Message]) -> tuple[Any, int]:
+        """The state kept by the last conversion and how many of ``messages`` it covers, or (None,
+        0) when ``messages`` do not begin with that conversion's or ``key`` (what the conversion
+        depends on besides the messages) differs. The memo is empty afterwards, so a conversion
+        that fails half way leaves nothing half done behind."""
+        state, previous, same_key = self._state, self._messages, self._key == key
+        self._key, self._messages, self._state = None, [], None
+        count = len(previous)
+        if state is None or not same_key or len(messages) < count:
+            return None, 0
+        head = max(0, count - self.RECHECK)
+        if list(map(id, messages[:head])) != list(map(id, previous[:head])):
+            return None, 0
+        for old, new in zip(previous[head:], messages[head:count], strict=True):
+            if old is not new and old != new:
+                return None, 0
+        return state, count
 
-    def get(self, kind: str, message: _Message, derive: Callable[[_Message], _Derived]) -> _Derived:
-        """``derive(message)``, or what it gave for this very object before. ``kind`` names the
-        derivation, with whatever else it depends on (the model, for some)."""
-        key = (kind, id(message))
-        found = self._current.get(key)
-        if found is None:
-            found = self._previous.get(key)
-            if found is None:
-                found = (message, derive(message))
-            self._current[key] = found
-        return found[1]
-
-    def __len__(self) -> int:
-        return len(self._current)
-
-
-def derived(
-    memo: ConversionMemo | None, kind: str, message: _Message, derive: Callable[[_Message], _Derived]
-) -> _Derived:
-    """``derive(message)``, through ``memo`` when there is one (see ``ConversionMemo.get``)."""
-    return derive(message) if memo is None else memo.get(kind, message, derive)
+    def keep(self, key: Hashable, messages: Sequence[Message], state: Any) -> None:
+        """Remember ``state``: the conversion of ``messages``, for ``key``."""
+        self._key, self._messages, self._state = key, list(messages), state
 
 
 _WithImages = TypeVar("_WithImages", UserMessage, ToolResultMessage)

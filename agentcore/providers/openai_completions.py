@@ -8,7 +8,10 @@ signature. Wire format and examples: providers.md section 1.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -20,9 +23,8 @@ from ..runtime import LlmContext, StreamOptions
 from .base import (
     ConversionMemo,
     HttpRequest,
+    Normalizer,
     PartialMessageBuilder,
-    derived,
-    normalize_messages,
     stream_sse_provider,
 )
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
@@ -112,19 +114,34 @@ def _supports_xhigh(model: Model) -> bool:
 def convert_messages(
     model: Model, context: LlmContext, memo: ConversionMemo | None = None
 ) -> list[dict[str, Any]]:
-    """The ``messages`` of a request. With a ``memo``, each message object is converted once (what
-    comes back is shared with later calls; nothing here changes it)."""
+    """The ``messages`` of a request. With a ``memo``, only what follows the previous call's
+    messages is converted (see ``ConversionMemo``)."""
+    # _convert depends on the message alone; normalizing, on whether the model takes images.
+    key = ("openai-completions", "image" in model.input)
+    state, done = memo.resume(key, context.messages) if memo is not None else (None, 0)
+    if not isinstance(state, _Converted):
+        state, done = _Converted(Normalizer(model)), 0
+    before = len(state.normalizer.kept)
+    state.normalizer.feed(itertools.islice(context.messages, done, None))
+    for message in state.normalizer.kept[before:]:
+        state.wire.extend(_convert(message))
+    if memo is not None:
+        memo.keep(key, context.messages, state)
     wire: list[dict[str, Any]] = []
     if context.system_prompt:
         wire.append({"role": "system", "content": context.system_prompt})
-    if memo is not None:
-        memo.begin()
-    for message in normalize_messages(context.messages, model):
-        wire.extend(derived(memo, _MEMO_KIND, message, _convert))
+    wire += state.wire
+    for message in state.normalizer.unanswered():
+        wire.extend(_convert(message))
     return wire
 
 
-_MEMO_KIND = "openai-completions"
+@dataclass
+class _Converted:
+    """A conversion to carry on from: the normalized messages so far and their wire entries."""
+
+    normalizer: Normalizer
+    wire: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def _convert(message: Message) -> list[dict[str, Any]]:
