@@ -24,7 +24,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "bench"
 
-from . import bench_http, durable  # noqa: E402
+from . import bench_convert, bench_http, durable  # noqa: E402
 
 Scenario = Callable[..., Awaitable[list[durable.Row]]]
 
@@ -46,6 +46,7 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
         "deltas": lambda o: durable.deltas(**o),
         "server-ops": lambda o: durable.server_ops(**o),
         "http": lambda o: bench_http.provider_calls(**o),
+        "convert": lambda o: bench_convert.conversions(**o),
     }
 
 
@@ -67,6 +68,7 @@ DEFAULT = [
     "deltas",
     "server-ops",
     "http",
+    "convert",
 ]
 
 
