@@ -72,9 +72,10 @@ DEFAULT = [
 ]
 
 
-def machine_speed() -> durable.Row:
-    """Pure-Python speed of this machine right now: the figures scale with it (a shared 2-core VM
-    varies by a third from hour to hour), so runs are compared through it."""
+def machine_speed() -> float:
+    """Pure-Python speed of this machine right now, in CPU seconds of a 2M-iteration loop (median of
+    3): the figures scale with it (a shared 2-core VM varies by half from minute to minute), so runs
+    are compared through it."""
     samples = []
     for _ in range(3):
         started = time.process_time()
@@ -82,21 +83,26 @@ def machine_speed() -> durable.Row:
         for i in range(2_000_000):
             total += i
         samples.append(time.process_time() - started)
-    median = sorted(samples)[1]
-    return durable.Row(
-        "0. machine", "CPU time of a 2M-iteration Python loop (median of 3)", f"{median * 1000:.0f} ms"
-    )
+    return sorted(samples)[1]
 
 
 async def run(names: list[str], options: dict[str, Any]) -> list[durable.Row]:
     table = scenarios()
-    rows: list[durable.Row] = [machine_speed()]
+    rows: list[durable.Row] = []
+    speeds = []
     for name in names:
+        speeds.append(machine_speed())  # the state can change between scenarios: taken before each
         started = time.perf_counter()
         print(f"[{name}] ...", file=sys.stderr, flush=True)
         rows += await table[name](options)
         print(f"[{name}] {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-    return rows
+    each = " / ".join(f"{speed * 1000:.0f}" for speed in speeds)
+    machine = durable.Row(
+        "0. machine",
+        "CPU time of a 2M-iteration Python loop (median of 3), before each scenario",
+        f"{each} ms",
+    )
+    return [machine, *rows]
 
 
 def main() -> None:
