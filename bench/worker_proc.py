@@ -9,7 +9,8 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost and
 ``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
-``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one).
+``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
+``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from agentcore import AgentTool, AgentToolResult
 from agentcore.runtime import LlmContext
 from agentcore.temporal import connect
 from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
-from worker import create_worker
+from worker import create_worker, tune_gc_for_worker
 
 
 class NoopArgs(BaseModel):
@@ -105,6 +106,7 @@ async def main(args: argparse.Namespace) -> None:
 
         options["workflow_task_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=int(threads))
     sdk_payload_passes = options.pop("sdk_payload_passes", False)
+    gc_default = options.pop("gc_default", False)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
     worker = create_worker(
         client,
@@ -124,6 +126,8 @@ async def main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if not gc_default:
+        tune_gc_for_worker()  # as the worker's entry points do
     async with worker:
         print(f"READY {os.getpid()}", flush=True)
         await stop.wait()

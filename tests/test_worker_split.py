@@ -107,3 +107,26 @@ async def test_a_failed_remote_activity_worker_stops_the_other_and_run_raises(
     with pytest.raises(RuntimeError, match="remote activity worker failed"):
         await asyncio.wait_for(worker.run(), 30)
     assert worker.is_shutdown
+
+
+def test_a_worker_process_collects_garbage_less_often() -> None:
+    """``tune_gc_for_worker`` (what the worker's entry points call) freezes what is alive and raises
+    the thresholds; a process that only creates a worker keeps its own settings. Run in a child
+    process: the test process's collector is left alone."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, worker\n"
+        "before = gc.get_threshold()\n"
+        "worker.tune_gc_for_worker()\n"
+        "print(before == (700, 10, 10), gc.get_threshold() == worker.GC_THRESHOLDS, gc.get_freeze_count() > 1000)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parents[1],
+    )
+    assert out.stdout.split() == ["True", "True", "True"]

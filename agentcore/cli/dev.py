@@ -195,7 +195,7 @@ async def attach_or_start(agents: AgentClient, session_id: str, model: Model) ->
 
 
 async def run_worker(args: argparse.Namespace) -> int:
-    from worker import create_worker
+    from worker import create_worker, tune_gc_for_worker
 
     from . import connect_or_fail
 
@@ -208,6 +208,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         tools=demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))),
         sessions_dir=sessions_dir,
     )
+    tune_gc_for_worker()
     async with contextlib.AsyncExitStack() as stack:
         if args.demo_model:
             loopback = await stack.enter_async_context(demo_model_server(args.demo_port, 0.012))
