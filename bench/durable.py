@@ -581,7 +581,9 @@ async def _concurrent(**options: Any) -> list[Row]:
 
 
 def print_table(rows: list[Row]) -> None:
-    widths = [max(len(getattr(r, f)) for r in rows) for f in ("metric", "value", "target")]
+    # Rows without a target (the machine's speed, lists) don't widen the columns of those with one.
+    sized = [row for row in rows if row.target] or rows
+    widths = [max(len(getattr(r, f)) for r in sized) for f in ("metric", "value", "target")]
     section = None
     for row in rows:
         if row.section != section:
