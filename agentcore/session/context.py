@@ -139,12 +139,21 @@ def extend_context(
         if kind == "compaction" or kind in _SETTING_TYPES and _changes_setting(load_entry(entry_id)):
             return None
     pairs = _messages(ids, entry_type, load_entry)
+    extended = own_copy(context)
+    extended.messages += [message for _, message in pairs]
+    extended.message_entry_ids += [entry_id for entry_id, _ in pairs]
+    if ids:
+        extended.leaf_id = ids[-1]
+    return extended
+
+
+def own_copy(context: SessionContext) -> SessionContext:
+    """A copy whose lists are its own (the messages and the model are shared: they never change)."""
     return context.model_copy(
         update={
-            "messages": [*context.messages, *(message for _, message in pairs)],
-            "message_entry_ids": [*context.message_entry_ids, *(entry_id for entry_id, _ in pairs)],
+            "messages": list(context.messages),
+            "message_entry_ids": list(context.message_entry_ids),
             "active_tools": None if context.active_tools is None else list(context.active_tools),
-            "leaf_id": ids[-1] if ids else context.leaf_id,
         }
     )
 

@@ -52,7 +52,7 @@ from ..errors import (
     UnknownEntryTypeError,
 )
 from ..messages import WireModel, describe_validation_error
-from .context import SessionContext, build_context, extend_context
+from .context import SessionContext, build_context, extend_context, own_copy
 from .entries import (
     ENTRY_ADAPTER,
     ENTRY_TYPES,
@@ -600,7 +600,7 @@ class JsonlSessionStorage:
                     lambda entry_id: overlay[entry_id] if entry_id in overlay else self._entry(entry_id),
                     system_prompt=self._system_prompt(),
                 )
-            return extend_context(in_file, (), self._types.__getitem__, self._entry) or in_file
+            return own_copy(in_file)
 
     def _file_context(self, entry_id: str | None) -> SessionContext:
         """The context at ``entry_id`` of the file (kept: don't change it). The one built last is kept:
