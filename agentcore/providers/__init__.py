@@ -27,7 +27,7 @@ from ..events import StreamEvent
 from ..model import Model
 from ..runtime import LlmContext, StreamFn, StreamOptions
 from .anthropic_messages import stream_anthropic_messages
-from .base import PartialMessageBuilder, aclose_shared_client
+from .base import ConversionMemo, Normalizer, PartialMessageBuilder, aclose_shared_client, normalize_messages
 from .catalog import MODELS, UnknownModelError, calculate_cost, get_model
 from .errors import (
     CONTEXT_OVERFLOW_PREFIX,
@@ -76,6 +76,8 @@ async def stream(model: Model, context: LlmContext, options: StreamOptions) -> A
 __all__ = [
     "CONTEXT_OVERFLOW_PREFIX",
     "MODELS",
+    "ConversionMemo",
+    "Normalizer",
     "RAW_ARGUMENTS_KEY",
     "ProviderFailure",
     "UnknownModelError",
@@ -86,6 +88,7 @@ __all__ = [
     "get_provider",
     "invalid_arguments",
     "is_context_overflow",
+    "normalize_messages",
     "parse_partial_json",
     "register_provider",
     "resolve_api_key",
