@@ -161,6 +161,54 @@ async def test_back_to_back_runs_are_indexed_idle_once_quiet(temporal_client: Cl
         assert upserts < runs, f"{upserts} upserts in {runs} runs"
 
 
+async def test_a_paced_conversation_flushes_at_its_next_workflow_task(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Runs a person paces (more than FLUSH_DELAY apart) are written to the session file and indexed
+    idle at the next workflow task (here the subscriber's next poll), not by the timer's own task a
+    second later; back-to-back runs still wait for the next run (the test above)."""
+    import asyncio
+
+    from temporalio.api.enums.v1 import EventType
+
+    from agentcore.session import JsonlSessionStorage
+
+    model = ScriptedModel(lambda context: text("ok"))
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start("paced", AgentOptions(model=scripted_model("paced")))
+        ends: asyncio.Queue[None] = asyncio.Queue()
+
+        async def subscribe() -> None:  # one subscriber throughout, as a chat UI keeps
+            async for _, event in agent.events(await agent.event_offset()):
+                if event.type == "agent_end":
+                    ends.put_nowait(None)
+
+        subscriber = asyncio.create_task(subscribe())
+        runs = 4
+        for index in range(runs):
+            if index:
+                await asyncio.sleep(1.3)  # a person reading the answer
+            await agent.prompt(f"turn {index}")
+            await asyncio.wait_for(ends.get(), 30)
+            if index:
+                # The subscriber's next poll brings the flush (the timers below tell how it came).
+                written = 0
+                for _ in range(100):
+                    with JsonlSessionStorage.open(h.session_path("paced")) as storage:
+                        written = len(storage.build_context().messages)
+                    if written == 2 * (index + 1):
+                        break
+                    await asyncio.sleep(0.02)
+                assert written == 2 * (index + 1)
+        subscriber.cancel()
+        history = (await agent.handle.fetch_history()).events
+        fired = sum(e.event_type == EventType.EVENT_TYPE_TIMER_FIRED for e in history)
+        # The first run follows none, so it waits for its timer, as back-to-back runs do.
+        assert fired <= 1, f"{fired} flush timers fired in {runs} paced runs"
+        found = await h.agents.list('AgentModel = "scripted/paced" AND AgentStatus = "idle"')
+        assert [(s.session_id, s.message_count) for s in found] == [("paced", 2 * runs)]
+
+
 async def test_quick_model_calls_run_as_local_activities(temporal_client: Client, tmp_path: Path) -> None:
     """A zero-latency model's calls run in the worker holding the conversation: after the
     conversation's first call (remote: nothing is known of its model yet), no llm.stream activity
@@ -514,7 +562,12 @@ async def test_a_flush_runs_in_the_worker_and_falls_back_to_an_activity_when_the
         with JsonlSessionStorage.open(path) as reader:
             assert len(reader.build_context().messages) == 4
 
+        # The second run came over FLUSH_DELAY after the first, so the next one is paced and flushes
+        # at its next workflow task (``test_a_paced_conversation_flushes_at_its_next_workflow_task``);
+        # the one right after that waits for the timer again, as the second did.
         offset = await agent.event_offset()
+        await agent.prompt("between")
+        offset = len(await collect_run(agent, offset)) + offset
         await agent.prompt("third")
         await collect_run(agent, offset)
         # Within FLUSH_DELAY of the run's end, another writer takes the file's lock.
@@ -532,4 +585,4 @@ async def test_a_flush_runs_in_the_worker_and_falls_back_to_an_activity_when_the
             holder.close()
         await waiting
         with JsonlSessionStorage.open(path) as reader:
-            assert len(reader.build_context().messages) == 6
+            assert len(reader.build_context().messages) == 8

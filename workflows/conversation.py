@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -71,6 +71,11 @@ PATCH_LOCAL_FLUSH = "local-session-flush-v1"
 # and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
 # Histories recorded before indexed every run's end at once.
 PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
+# A conversation paced by a person (its last run came FLUSH_DELAY or more after the one before)
+# flushes at its next workflow task, mostly a subscriber's next poll, not when the timer fires: that
+# saves the timer's own workflow task for every message. Back to back runs keep waiting for the next
+# run, which would otherwise flush and index every turn. Histories recorded before waited always.
+PATCH_PACED_FLUSH = "paced-flush-v1"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -120,6 +125,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._index_running = False
         self._index_deferred = False
         self._baseline = None  # asked at the first patch check (``patched``)
+        self._run_ended_at: datetime | None = None
+        self._paced = False  # the last run came FLUSH_DELAY or more after the one before it
         self.compacting = False
         self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
@@ -173,6 +180,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
 
     async def _run_agent(self, run: PendingRun) -> None:
         self.pending_run = None
+        self._paced = self._run_ended_at is not None and workflow.now() - self._run_ended_at >= FLUSH_DELAY
         self.running = True
         self.abort_signal = AbortSignal()
         self.error_message = None
@@ -216,6 +224,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._truncate_events()
             self._set_details()
             self._index_running = False
+            self._run_ended_at = workflow.now()
             # The new patch is asked first: histories recorded without it must not see the flush's
             # patch marker (``_flush_deferred``) move ahead of this run's upsert.
             if self.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
@@ -262,6 +271,10 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         """
         if not self._flush_deferred():
             return
+        # Paced (PATCH_PACED_FLUSH): the entries are in the history once this task is, so the next
+        # task, whatever brings it, may write them.
+        paced = self._paced and self.patched(PATCH_PACED_FLUSH)
+        length = workflow.info().get_current_history_length()
         with contextlib.suppress(asyncio.TimeoutError):
             await workflow.wait_condition(
                 lambda: (
@@ -269,6 +282,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                     or self.flush_wanted
                     or self.idle_waiters > 0
                     or self._continue_as_new_due()
+                    or (paced and workflow.info().get_current_history_length() > length)
                 ),
                 timeout=FLUSH_DELAY,
             )

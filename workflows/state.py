@@ -75,6 +75,11 @@ BASELINE_PATCHES = frozenset(
         "first-model-call-remote-v1",
     }
 )
+# The same for the patches since: a run that starts on this code records PATCH_BASELINE_2 alone and
+# takes every patch in BASELINE_2_PATCHES as applied. Neither set ever changes once released (a run
+# recorded with a baseline must keep its meaning); a later patch gets a baseline of its own.
+PATCH_BASELINE_2 = "patch-baseline-v2"
+BASELINE_2_PATCHES = BASELINE_PATCHES | {"paced-flush-v1"}
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 
 
@@ -121,18 +126,22 @@ class ConversationState:
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
-    _baseline: bool | None
+    _baseline: frozenset[str] | None
 
     def patched(self, patch_id: str) -> bool:
-        """``workflow.patched``, with one marker per run for the patches of PATCH_BASELINE.
+        """``workflow.patched``, with one marker per run for the patches of a baseline.
 
         The baseline is asked at the run's first patch check, wherever that is: replay asks at the
-        same point, so it gets the same answer."""
+        same point, so it gets the same answer (the newest baseline first: a history recorded with
+        an older one has no marker for it)."""
         if self._baseline is None:
-            self._baseline = workflow.patched(PATCH_BASELINE)
-        if self._baseline and patch_id in BASELINE_PATCHES:
-            return True
-        return workflow.patched(patch_id)
+            if workflow.patched(PATCH_BASELINE_2):
+                self._baseline = BASELINE_2_PATCHES
+            elif workflow.patched(PATCH_BASELINE):
+                self._baseline = BASELINE_PATCHES
+            else:
+                self._baseline = frozenset()
+        return patch_id in self._baseline or workflow.patched(patch_id)
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:

@@ -156,6 +156,39 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_paced(client: Client, workdir: Path) -> dict[str, str]:
+    """Runs a person paces (more than FLUSH_DELAY apart) with one subscriber throughout: each run's
+    entries are flushed at the subscriber's next poll, not by the timer (``paced-flush-v1``)."""
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user" and "add" in last.text:
+            return tool_calls([("add", {"a": 2, "b": 3})])
+        return text(f"reply to {last.role}")
+
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("paced", AgentOptions(model=scripted_model(), tools=["add"]))
+        ends: asyncio.Queue[None] = asyncio.Queue()
+
+        async def subscribe() -> None:
+            async for _, event in agent.events(await agent.event_offset()):
+                if event.type == "agent_end":
+                    ends.put_nowait(None)
+
+        subscriber = asyncio.create_task(subscribe())
+        for index, prompt in enumerate(["please add", "thanks", "please add again", "bye"]):
+            if index:
+                await asyncio.sleep(1.3)
+            await agent.prompt(prompt)
+            await asyncio.wait_for(ends.get(), 30)
+        await asyncio.sleep(0.5)
+        subscriber.cancel()
+        history = await agent.handle.fetch_history()
+        histories["paced-run1"] = history.to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -165,7 +198,12 @@ async def main() -> None:
     )
     try:
         only = sys.argv[1:]
-        recorders = {"tools-and-steering": record_all, "tree": record_tree, "streaming": record_streaming}
+        recorders = {
+            "tools-and-steering": record_all,
+            "tree": record_tree,
+            "streaming": record_streaming,
+            "paced": record_paced,
+        }
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
             if only and name not in only:
