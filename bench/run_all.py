@@ -37,6 +37,7 @@ def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.R
             "loopback", **_with_worker(o, tool_timeout_seconds=120)
         ),
         "concurrent": lambda o: durable._concurrent(**o),
+        "spec-mix": lambda o: durable.paced(1000, 15, tool_calls_per_minute=100, **o),
         "burst": lambda o: durable.burst(**o),
         "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
         "burst-nostream": lambda o: durable.burst(subscribe=False, **o),
@@ -54,7 +55,8 @@ def _with_worker(options: dict[str, Any], **worker: Any) -> dict[str, Any]:
     return {**options, "worker_options": {**options.get("worker_options", {}), **worker}}
 
 
-# Diagnostics outside the default run (``--only``): the burst without streaming subscribers.
+# Diagnostics outside the default run (``--only``): the burst without streaming subscribers; the
+# SPEC-11.2 mix alone (``concurrent`` runs it first).
 DEFAULT = [
     "single",
     "single-scripted",
