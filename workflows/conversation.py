@@ -15,7 +15,6 @@ run, building its models again each time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,10 +70,11 @@ PATCH_LOCAL_FLUSH = "local-session-flush-v1"
 # and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
 # Histories recorded before indexed every run's end at once.
 PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
-# A conversation paced by a person (its last run came FLUSH_DELAY or more after the one before)
-# flushes at its next workflow task, mostly a subscriber's next poll, not when the timer fires: that
-# saves the timer's own workflow task for every message. Back to back runs keep waiting for the next
-# run, which would otherwise flush and index every turn. Histories recorded before waited always.
+# A conversation paced by a person (a deferred flush waited its whole FLUSH_DELAY, and no run has
+# since come within FLUSH_DELAY of the one before) flushes at its next workflow task, mostly a
+# subscriber's next poll, not when the timer fires: that saves the timer's own workflow task for
+# every message. Back to back runs keep waiting for the next run (flushing at the next task would
+# flush and index every turn). Histories recorded before waited always.
 PATCH_PACED_FLUSH = "paced-flush-v1"
 
 
@@ -125,8 +125,10 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._index_running = False
         self._index_deferred = False
         self._baseline = None  # asked at the first patch check (``patched``)
+        # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
+        # run has since come within FLUSH_DELAY of the one before it.
+        self._paced = False
         self._run_ended_at: datetime | None = None
-        self._paced = False  # the last run came FLUSH_DELAY or more after the one before it
         self.compacting = False
         self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
@@ -180,7 +182,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
 
     async def _run_agent(self, run: PendingRun) -> None:
         self.pending_run = None
-        self._paced = self._run_ended_at is not None and workflow.now() - self._run_ended_at >= FLUSH_DELAY
+        if self._run_ended_at is not None and workflow.now() - self._run_ended_at < FLUSH_DELAY:
+            self._paced = False  # back to back again
         self.running = True
         self.abort_signal = AbortSignal()
         self.error_message = None
@@ -275,7 +278,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         # task, whatever brings it, may write them.
         paced = self._paced and self.patched(PATCH_PACED_FLUSH)
         length = workflow.info().get_current_history_length()
-        with contextlib.suppress(asyncio.TimeoutError):
+        try:
             await workflow.wait_condition(
                 lambda: (
                     self.pending_run is not None
@@ -286,6 +289,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 ),
                 timeout=FLUSH_DELAY,
             )
+        except TimeoutError:
+            self._paced = True
 
     def _flush_deferred(self) -> bool:
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
