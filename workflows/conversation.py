@@ -70,11 +70,12 @@ PATCH_LOCAL_FLUSH = "local-session-flush-v1"
 # and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
 # Histories recorded before indexed every run's end at once.
 PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
-# A conversation paced by a person (a deferred flush waited its whole FLUSH_DELAY, and no run has
-# since come within FLUSH_DELAY of the one before) flushes at its next workflow task, mostly a
-# subscriber's next poll, not when the timer fires: that saves the timer's own workflow task for
-# every message. Back to back runs keep waiting for the next run (flushing at the next task would
-# flush and index every turn). Histories recorded before waited always.
+# A conversation paced by a person flushes at its next workflow task, mostly a subscriber's next
+# poll, not when the timer fires: that saves the timer's own workflow task for every message. Paced:
+# a deferred flush waited its whole FLUSH_DELAY with no run pending, and no run has since come while
+# one waited or within FLUSH_DELAY of the one before. Back to back runs keep waiting for the next
+# run (flushing at the next task would flush and index every turn). Histories recorded before
+# waited always.
 PATCH_PACED_FLUSH = "paced-flush-v1"
 
 
@@ -126,7 +127,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._index_deferred = False
         self._baseline = None  # asked at the first patch check (``patched``)
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
-        # run has since come within FLUSH_DELAY of the one before it.
+        # run has since come while one waited, or within FLUSH_DELAY of the one before it.
         self._paced = False
         self._run_ended_at: datetime | None = None
         self.compacting = False
@@ -290,7 +291,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 timeout=FLUSH_DELAY,
             )
         except TimeoutError:
-            self._paced = True
+            # Under load the next prompt may come in the task the timer fired in: not a pause.
+            self._paced = self.pending_run is None
+        else:
+            if self.pending_run is not None:
+                self._paced = False  # back to back again
 
     def _flush_deferred(self) -> bool:
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
