@@ -33,10 +33,12 @@ from ..messages import (
 from ..model import Model, ThinkingLevel
 from ..runtime import LlmContext, StreamOptions
 from .base import (
+    Conversion,
     ConversionMemo,
     HttpRequest,
     Normalizer,
     PartialMessageBuilder,
+    carry_on,
     stream_sse_provider,
 )
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
@@ -157,10 +159,7 @@ def convert_messages(
     changed, since merging a result into a group and the cache mark make new ones."""
     # Replayed thinking depends on the model asked (``_assistant_blocks``), normalizing on images.
     key = ("anthropic-messages", model.api, model.provider, model.id, "image" in model.input)
-    state, done = memo.resume(key, context.messages) if memo is not None else (None, 0)
-    if not isinstance(state, _Converted):
-        state, done = _Converted(Normalizer(model)), 0
-    state.normalizer.feed(itertools.islice(context.messages, done, None))
+    state = carry_on(memo, key, context.messages, lambda: _Converted(Normalizer(model)))
     kept = state.normalizer.kept
     # Trailing tool results stay open: a result still to come joins their user message.
     open_from = len(kept)
@@ -183,11 +182,10 @@ def convert_messages(
 
 
 @dataclass
-class _Converted:
-    """A conversion to carry on from: the normalized messages so far, and the wire entries of the
-    first ``closed_upto`` of them (those no later message can change)."""
+class _Converted(Conversion):
+    """The wire entries of the first ``closed_upto`` normalized messages (those no later message
+    can change)."""
 
-    normalizer: Normalizer
     closed: list[dict[str, Any]] = field(default_factory=list)
     closed_upto: int = 0
 

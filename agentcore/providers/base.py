@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import logging
 import os
 import sys
@@ -588,6 +589,30 @@ class ConversionMemo:
     def keep(self, key: Hashable, messages: Sequence[Message], state: Any) -> None:
         """Remember ``state``: the conversion of ``messages``, for ``key``."""
         self._key, self._messages, self._state = key, list(messages), state
+
+
+@dataclass
+class Conversion:
+    """A provider's conversion so far (a provider adds its wire entries): ``normalizer`` holds the
+    messages it normalized."""
+
+    normalizer: Normalizer
+
+
+_Conversion = TypeVar("_Conversion", bound=Conversion)
+
+
+def carry_on(
+    memo: ConversionMemo | None, key: Hashable, messages: Sequence[Message], start: Callable[[], _Conversion]
+) -> _Conversion:
+    """The conversion of ``messages`` so far as normalizing goes: the memo's, fed what followed its
+    messages, or ``start()`` fed them all. The provider converts what its normalizer added, then
+    gives the state back with ``memo.keep``."""
+    state, done = memo.resume(key, messages) if memo is not None else (None, 0)
+    if state is None:
+        state, done = start(), 0
+    state.normalizer.feed(itertools.islice(messages, done, None))
+    return state
 
 
 _WithImages = TypeVar("_WithImages", UserMessage, ToolResultMessage)

@@ -9,7 +9,6 @@ signature. Wire format and examples: providers.md section 1.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,10 +20,12 @@ from ..messages import AssistantMessage, ImageContent, Message, TextContent, Too
 from ..model import Model, ThinkingLevel
 from ..runtime import LlmContext, StreamOptions
 from .base import (
+    Conversion,
     ConversionMemo,
     HttpRequest,
     Normalizer,
     PartialMessageBuilder,
+    carry_on,
     stream_sse_provider,
 )
 from .errors import ProviderFailure, classify_stream_error, error_text_from_json, error_type_from_json
@@ -118,13 +119,10 @@ def convert_messages(
     messages is converted (see ``ConversionMemo``)."""
     # _convert depends on the message alone; normalizing, on whether the model takes images.
     key = ("openai-completions", "image" in model.input)
-    state, done = memo.resume(key, context.messages) if memo is not None else (None, 0)
-    if not isinstance(state, _Converted):
-        state, done = _Converted(Normalizer(model)), 0
-    before = len(state.normalizer.kept)
-    state.normalizer.feed(itertools.islice(context.messages, done, None))
-    for message in state.normalizer.kept[before:]:
+    state = carry_on(memo, key, context.messages, lambda: _Converted(Normalizer(model)))
+    for message in state.normalizer.kept[state.converted :]:
         state.wire.extend(_convert(message))
+    state.converted = len(state.normalizer.kept)
     if memo is not None:
         memo.keep(key, context.messages, state)
     wire: list[dict[str, Any]] = []
@@ -137,11 +135,11 @@ def convert_messages(
 
 
 @dataclass
-class _Converted:
-    """A conversion to carry on from: the normalized messages so far and their wire entries."""
+class _Converted(Conversion):
+    """The wire entries of the first ``converted`` normalized messages."""
 
-    normalizer: Normalizer
     wire: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    converted: int = 0
 
 
 def _convert(message: Message) -> list[dict[str, Any]]:
