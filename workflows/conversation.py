@@ -15,7 +15,7 @@ run, building its models again each time.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -52,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
 
 from . import policies
 from .commands import CommandHandlers
-from .runtime import TemporalRuntime
+from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
 from .tree import TreeHandlers
 
@@ -126,6 +126,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._index_running = False
         self._index_deferred = False
         self._baseline = None  # asked at the first patch check (``patched``)
+        self._log_sizes = deque()
+        self._log_bytes = self._sized_to = 0
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
         # run has since come while one waited, or within FLUSH_DELAY of the one before it.
         self._paced = False
@@ -205,6 +207,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             thinking_level=self.config.thinking_level,
             tool_execution=self.config.tool_execution,
             runtime=self.runtime,
+            convert_to_llm=messages_built_by_the_activity,
             get_steering_messages=self._take_steering,
             get_follow_up_messages=self._take_follow_up,
             max_concurrent_tools=self.limits.max_concurrent_tools,

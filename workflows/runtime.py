@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -377,6 +377,13 @@ class TemporalRuntime:
             remove()
             if hold:
                 self.conversation.local_activities -= 1
+
+
+def messages_built_by_the_activity(messages: list[Any]) -> list[Any]:
+    """The workflow's ``convert_to_llm``. A model call's activity builds its messages from the session
+    file (``StreamInput`` names the entries it lacks), so the context the loop hands ``stream`` needs
+    none; filtering the whole transcript on every model call made each call cost O(conversation)."""
+    return []
 
 
 def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"], text: str) -> StreamError:

@@ -7,7 +7,7 @@ in ``commands.py`` and ``tree.py`` as if they were written on ``ConversationWork
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
@@ -127,6 +127,11 @@ class ConversationState:
     _index_running: bool
     _index_deferred: bool
     _baseline: frozenset[str] | None
+    # The byte sizes of the stream's newest items, offsets [_sized_to - len, _sized_to), and their
+    # sum: ``_truncate_events`` sizes each item once instead of walking the whole log every run.
+    _log_sizes: deque[int]
+    _log_bytes: int
+    _sized_to: int
 
     def patched(self, patch_id: str) -> bool:
         """``workflow.patched``, with one marker per run for the patches of a baseline.
@@ -227,20 +232,28 @@ class ConversationState:
 
     def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
         """Bound the retained event log by count and by bytes (events can carry large tool output;
-        the log is memory now and continue-as-new input later, which must stay far below 2 MB)."""
+        the log is memory now and continue-as-new input later, which must stay far below 2 MB):
+        keep its longest tail within both."""
         max_events = self.limits.retained_events if keep is None else keep
         max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
         # WorkflowStream exposes no size view of its log; read it (never mutate it) to pick the cut.
         log = self.stream._log
-        kept = size = 0
-        for item in reversed(log):
-            size += item.data.ByteSize()
-            if kept >= max_events or size > max_bytes:
-                break
-            kept += 1
         end = self.stream._on_offset()
-        if kept < len(log):
-            self.stream.truncate(end - kept)
+        base = end - len(log)
+        sizes = self._log_sizes
+        while sizes and self._sized_to - len(sizes) < base:  # cut since by someone else
+            self._log_bytes -= sizes.popleft()
+        if not sizes:
+            self._sized_to = base
+        for item in log[self._sized_to - base :]:
+            size = item.data.ByteSize()
+            sizes.append(size)
+            self._log_bytes += size
+        self._sized_to = end
+        while sizes and (len(sizes) > max_events or self._log_bytes > max_bytes):
+            self._log_bytes -= sizes.popleft()
+        if len(sizes) < len(log):
+            self.stream.truncate(end - len(sizes))
 
     def _busy(self) -> bool:
         return self.running or self.compacting or self.pending_run is not None
