@@ -104,6 +104,7 @@ class LlmActivities:
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
         info = activity.info()
+        syncing: asyncio.Future[None] | None = None
         # The call a local attempt handed off (see ``StreamResult.handoff``): carried on from here. (A
         # local attempt finds one too when its workflow task was lost and is being run again.)
         call = self._adopt(inp.result_entry_id)
@@ -152,11 +153,16 @@ class LlmActivities:
             if attempt > 1 and not info.is_local:
                 publisher.announce_retry(attempt)
             call = self._start_call(inp, prepared, publisher)
+            if info.is_local and inp.entries:
+                # The entries just appended become durable while the model answers: the fsync is off
+                # the call's critical path. Every successful return below waits for it.
+                syncing = asyncio.ensure_future(self._sync(inp))
+                syncing.add_done_callback(_retrieve_exception)
         if not await self._wait_call(call, local=info.is_local):
             # Still running after one publish interval: a local attempt hands the call to a remote
             # llm.stream, which can stream its deltas and be aborted while it runs.
             self._park(inp.result_entry_id, call)
-            await self._sync(inp)
+            await self._synced(inp, syncing)
             return StreamResult(message=self._final_message(inp, call), handoff=True)
         message = self._final_message(inp, call)
         retry = None if call.signal.aborted else call.state["retry"]
@@ -165,12 +171,12 @@ class LlmActivities:
                 raise retry
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
-                await self._sync(inp)
+                await self._synced(inp, syncing)
                 return StreamResult(message=message, overflow=True)
             if info.is_local:
                 # Not recorded: the workflow task this runs in may be lost and the call made again.
                 # The workflow queues the message for writing (see ``StreamInput.pending_entries``).
-                await self._sync(inp)
+                await self._synced(inp, syncing)
                 return StreamResult(message=message)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
             stored = await self._beating(
@@ -184,6 +190,13 @@ class LlmActivities:
             await call.publisher.close()
         deltas = call.state["deltas"] if call.publisher.started else 0
         return StreamResult(message=message, deltas_published=deltas)
+
+    async def _synced(self, inp: StreamInput, syncing: asyncio.Future[None] | None) -> None:
+        """The entries this call appended, durable: the sync started with the call, else one now."""
+        if syncing is not None:
+            await syncing
+        else:
+            await self._sync(inp)
 
     async def _sync(self, inp: StreamInput) -> None:
         """Make the entries this call appended (unsynced) durable."""
@@ -318,9 +331,10 @@ class _Call:
     expiry: asyncio.TimerHandle | None = None
 
 
-def _retrieve_exception(task: asyncio.Task[None]) -> None:
-    # A parked call that fails is raised again to the activity that adopts it; unadopted, it is
-    # dropped here instead of being logged as "never retrieved".
+def _retrieve_exception(task: asyncio.Future[None]) -> None:
+    # A parked call that fails is raised again to the activity that adopts it, a sync started beside
+    # a call to the return that waits for it; otherwise it is dropped here instead of being logged
+    # as "never retrieved".
     if not task.cancelled():
         task.exception()
 

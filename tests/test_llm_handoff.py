@@ -185,3 +185,39 @@ async def test_a_bounded_wait_for_this_workers_own_write_gives_the_lock_back(tmp
     release.set()
     await first
     assert await store.write("s", None, lambda storage: "free", lock_wait=0.05) == "free"
+
+
+class SyncWatchingModel(SlowModel):
+    """Answers once the entries appended before the call are on disk, or after ``wait`` seconds;
+    records which came first."""
+
+    def __init__(self, wait: float, store: SessionStore) -> None:
+        super().__init__(0.0)
+        self.wait = wait
+        self.store = store
+        self.synced_while_answering: list[bool] = []
+
+    async def _stream(self, model: Model, options: StreamOptions) -> AsyncIterator[StreamEvent]:
+        deadline = asyncio.get_running_loop().time() + self.wait
+        synced = False
+        while not synced and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+            writer = self.store._kept.get("s")  # back in the store once a write or sync is done
+            synced = writer is not None and not (writer._unsynced or writer._deferred)
+        self.synced_while_answering.append(synced)
+        async for event in super()._stream(model, options):
+            yield event
+
+
+async def test_a_local_attempt_syncs_its_entries_while_the_model_answers(tmp_path: Path) -> None:
+    """The fsync that makes the call's new entries durable runs beside the call, not after it; the
+    attempt still returns only once they are synced."""
+    store = SessionStore(tmp_path)
+    model = SyncWatchingModel(1.0, store)
+    acts = LlmActivities(store, ToolRegistry([]), stream_fn=model, publish_interval=timedelta(seconds=5))
+    result = await _env(local=True).run(acts.stream, _input())
+    assert not result.handoff and result.message.stop_reason == "stop"
+    assert model.synced_while_answering == [True]
+    writer = store._kept["s"]
+    assert not (writer._unsynced or writer._deferred)
+    assert _stored(tmp_path) == ["u1"]
