@@ -1,8 +1,8 @@
 """Every durable bench in one run, one table: ``python -m bench`` (or ``python bench/run_all.py``).
 
-    python -m bench [--only single,burst,...] [--worker-options JSON] [--json FILE]
+    python -m bench [--only single,burst,...] [--worker-options JSON] [--json FILE] [--rounds N]
 
-About 5 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
+About 7 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
 as ``agentcore.temporal.DevServer`` starts it), worker process and loopback model process; see
 ``bench/durable.py`` for what each one measures. Not part of the test suite.
 """
@@ -29,16 +29,18 @@ from . import bench_convert, bench_http, durable  # noqa: E402
 Scenario = Callable[..., Awaitable[list[durable.Row]]]
 
 
-def scenarios() -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.Row]]]]:
+def scenarios(rounds: int = 3) -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.Row]]]]:
+    """``rounds``: how many times the headline scenarios (``single``, ``burst``) run, each on a stack
+    of its own; their figures are the rounds' median (this machine's speed drifts between runs)."""
     return {
-        "single": lambda o: durable.single("loopback", **o),
+        "single": lambda o: durable.single("loopback", rounds=rounds, **o),
         "single-scripted": lambda o: durable.single("scripted", **o),
         "single-remote-tool": lambda o: durable.single(
             "loopback", **_with_worker(o, tool_timeout_seconds=120)
         ),
         "concurrent": lambda o: durable._concurrent(**o),
         "spec-mix": lambda o: durable.paced(1000, 15, tool_calls_per_minute=100, **o),
-        "burst": lambda o: durable.burst(**o),
+        "burst": lambda o: durable.burst(rounds=rounds, **o),
         "burst-scripted": lambda o: durable.burst(model_kind="scripted", **o),
         "burst-nostream": lambda o: durable.burst(subscribe=False, **o),
         "tools": lambda o: durable.tools(**o),
@@ -88,8 +90,8 @@ def machine_speed() -> float:
     return sorted(samples)[1]
 
 
-async def run(names: list[str], options: dict[str, Any]) -> list[durable.Row]:
-    table = scenarios()
+async def run(names: list[str], options: dict[str, Any], rounds: int = 3) -> list[durable.Row]:
+    table = scenarios(rounds)
     rows: list[durable.Row] = []
     speeds = []
     for name in names:
@@ -112,10 +114,11 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated: " + ", ".join(scenarios()))
     parser.add_argument("--worker-options", default="{}", help="Worker keyword arguments, as JSON")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of single and burst (median)")
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or DEFAULT
     started = time.perf_counter()
-    rows = asyncio.run(run(names, {"worker_options": orjson.loads(args.worker_options)}))
+    rows = asyncio.run(run(names, {"worker_options": orjson.loads(args.worker_options)}, args.rounds))
     durable.print_table(rows)
     print(f"\n{len(names)} scenarios in {time.perf_counter() - started:.0f} s")
     if args.json is not None:
