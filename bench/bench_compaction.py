@@ -136,7 +136,7 @@ async def bench_size(server: LoopbackServer, count: int, window: int, workdir: P
         # What the server would count for the next model call on the compacted context.
         next_request = LlmContext(messages=after.messages)
         events = [event async for event in stream(model, next_request, _options())]
-        next_tokens = events[-1].message.usage.input if events[-1].type == "done" else None  # type: ignore[union-attr]
+        next_tokens = events[-1].message.usage.input if events[-1].type == "done" else None
         result = {
             "messages": count,
             "window": window,

@@ -42,7 +42,7 @@ async def _calls(model: object, context: LlmContext, count: int, concurrency: in
     return (time.process_time() - started) / count
 
 
-async def provider_calls(rounds: int = 3, count: int = 300, **_: object) -> list[Row]:
+async def provider_calls(rounds: int = 3, count: int = 300, **_options: object) -> list[Row]:
     loopback = await spawn("bench.loopback_proc", "--port", "0")
     model = LoopbackServer(port=int(loopback.info)).model("openai-completions")
     context = LlmContext(messages=[UserMessage(content=[TextContent(text="/tools 1")], timestamp=1)])

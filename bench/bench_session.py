@@ -5,6 +5,7 @@ python bench/bench_session.py
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tempfile
 import time
@@ -73,14 +74,14 @@ def main() -> None:
             path = root / f"s{count}.jsonl"
             write_session(path, count)
             size = path.stat().st_size / 1e6
-            best, median = best_of(runs, lambda path=path: open_and_build(path))
+            best, median = best_of(runs, functools.partial(open_and_build, path))
             rows.append(
                 (
                     f"open + build_context, {count:,} messages ({size:.1f} MB)",
                     f"{best * 1000:.1f} ms (median {median * 1000:.1f})",
                 )
             )
-            best, median = best_of(max(1, runs // 3), lambda path=path: open_and_build(path, lazy=False))
+            best, median = best_of(max(1, runs // 3), functools.partial(open_and_build, path, lazy=False))
             rows.append(
                 (
                     "  same, eager validation (lazy=False)",
