@@ -87,12 +87,14 @@ async def _warm_clock(s: Stack, warmup: int) -> TurnClock:
     return clock
 
 
+def _rounds(values: list[float], label: str = "") -> str:
+    """Each round's value in order, in brackets; nothing for a single round."""
+    return "" if len(values) == 1 else f" ({label}{' / '.join(f'{value:.1f}' for value in values)})"
+
+
 def _each(values: list[float], unit: str = " ms") -> str:
-    """A figure over rounds: their median, then each round's value in order when there are several."""
-    median = f"{statistics.median(values):.1f}{unit}"
-    if len(values) == 1:
-        return median
-    return f"{median} ({' / '.join(f'{value:.1f}' for value in values)})"
+    """A figure over rounds: their median, then each round's value when there are several."""
+    return f"{statistics.median(values):.1f}{unit}{_rounds(values)}"
 
 
 async def single(
@@ -251,14 +253,15 @@ async def burst(
     task_failures = sum((r.task_failures for r in results), Counter[str]())
     median_round = sorted(results, key=lambda r: r.rate)[len(results) // 2]
     idle_rss, peak_rss, after_rss = median_round.rss
-    worker_each = "" if rounds == 1 else f" (worker {' / '.join(f'{r.cpu[0]:.1f}' for r in results)})"
     return [
         Row(label, "tool turns/s", _each(rates, ""), ">= 40 (at least 26)", statistics.median(rates) >= 26),
         _lat_row(label, "turn latency p50/p95/p99", [x for r in results for x in r.samples]),
         Row(
             label,
             "CPU per turn: worker / server / clients (/ model server)",
-            " / ".join(f"{value:.1f}" for value in cpu) + f" ms{worker_each}",
+            " / ".join(f"{value:.1f}" for value in cpu)
+            + " ms"
+            + _rounds([r.cpu[0] for r in results], "worker "),
             "worker <= 25 ms",
             cpu[0] <= 25,
         ),
