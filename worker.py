@@ -98,6 +98,7 @@ def create_worker(
             tool_activities.execute_local,
             tool_activities.describe,
             session.append,
+            session.import_session,
             compaction.compact,
             BranchActivities(compaction).branch,
         ],

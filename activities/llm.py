@@ -90,6 +90,9 @@ class LlmActivities:
         # the same message objects, so each is converted once, not on every call (most recently
         # used last, as many as the store keeps writers for).
         self._memos: OrderedDict[str, ConversionMemo] = OrderedDict()
+        # Why the last attempt of a call failed, by result entry id, for the retry's ``llm_retry``
+        # event (a retry in another worker says only that it failed).
+        self._failures: OrderedDict[str, str] = OrderedDict()
 
     def _memo(self, session_id: str) -> ConversionMemo:
         memo = self._memos.pop(session_id, None) or ConversionMemo()
@@ -151,7 +154,7 @@ class LlmActivities:
             publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
             attempt = info.attempt + inp.prior_attempts
             if attempt > 1 and not info.is_local:
-                publisher.announce_retry(attempt)
+                publisher.announce_retry(attempt, self._failures.pop(inp.result_entry_id, None))
             call = self._start_call(inp, prepared, publisher)
             if info.is_local and inp.entries:
                 # The entries just appended become durable while the model answers: the fsync is off
@@ -168,6 +171,9 @@ class LlmActivities:
         retry = None if call.signal.aborted else call.state["retry"]
         try:
             if retry is not None:
+                self._failures[inp.result_entry_id] = message.error_message or str(retry)
+                if len(self._failures) > KEPT_SESSIONS:
+                    self._failures.popitem(last=False)
                 raise retry
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
@@ -382,9 +388,10 @@ class _DeltaPublisher:
             self._client = WorkflowStreamClient.from_within_activity(batch_interval=timedelta(hours=1))
         return self._client.topic(EVENTS_TOPIC)
 
-    def announce_retry(self, attempt: int) -> None:
+    def announce_retry(self, attempt: int, cause: str | None) -> None:
         self.started = True
-        self.pending.append(LlmRetryEvent(attempt=attempt, error_message="the previous attempt failed"))
+        reason = f"attempt {attempt - 1} failed: {cause}" if cause else "the previous attempt failed"
+        self.pending.append(LlmRetryEvent(attempt=attempt, error_message=reason))
 
     def publish(self, event: Any) -> None:
         self.pending.append(event)

@@ -1,4 +1,4 @@
-"""Session file access for activities, and the ``session.append`` activity.
+"""Session file access for activities, and the ``session.append`` and ``session.import`` activities.
 
 Any worker may run any activity of a conversation, so no process keeps a session's write lock between
 activities: each write takes the file's writer lock (an OS lock: a stalled worker that wakes up late
@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import filecmp
+import os
+import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -25,8 +28,13 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentcore.errors import SessionError, SessionExistsError, SessionLockedError
-from agentcore.protocol import AppendInput, SessionCreate
+from agentcore.errors import (
+    SessionError,
+    SessionExistsError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
+from agentcore.protocol import AppendInput, ImportSessionInput, SessionCreate
 from agentcore.session import JsonlSessionStorage, SessionPaths
 from agentcore.session.ratelimit import StorageRateLimits
 from agentcore.session.storage import FSYNC_ALWAYS, FsyncPolicy
@@ -195,7 +203,7 @@ def as_application_error(err: SessionError) -> ApplicationError:
     # A locked file is transient (another worker is mid-write); everything else about a session file
     # (corrupt, outside the root, unknown entry type, bad parent) will not fix itself on retry.
     retryable = isinstance(err, SessionLockedError)
-    return ApplicationError(str(err), type=err.code, non_retryable=not retryable)
+    return ApplicationError(err.message, type=err.code, non_retryable=not retryable)
 
 
 class SessionActivities:
@@ -218,6 +226,48 @@ class SessionActivities:
                 lock_wait=activity_lock_wait(),
             )
         )
+
+    @activity.defn(name="session.import")
+    async def import_session(self, inp: ImportSessionInput) -> None:
+        """Place the session file ``inp.source`` under ``inp.session_id`` in this worker's sessions
+        directory: a conversation recovered by a client that does not know that directory.
+
+        Idempotent: a file already there that is the source, or a copy of it, is kept. A different
+        file there, or a source this worker cannot read, fails the import for good."""
+        await asyncio.to_thread(self._import, inp)
+
+    def _import(self, inp: ImportSessionInput) -> None:
+        source = Path(inp.source)
+        target = self.store.path_for(inp.session_id)
+        if not source.is_file():
+            raise as_application_error(
+                SessionNotFoundError(
+                    f"this worker cannot read the session file {inp.source}; recover with "
+                    "AgentClient(sessions_dir=...) or place the file in the workers' sessions directory"
+                )
+            )
+        if target.exists():
+            if os.path.samefile(source, target) or filecmp.cmp(source, target, shallow=False):
+                return
+            raise as_application_error(
+                SessionExistsError(f"the workers' sessions directory already holds another {target.name}")
+            )
+        partial = target.with_name(f".{target.name}.{os.getpid()}.import")
+        try:
+            shutil.copyfile(source, partial)
+            with open(partial, "rb") as copied:
+                os.fsync(copied.fileno())
+            try:
+                os.link(partial, target)  # never over a file another attempt placed meanwhile
+            except FileExistsError:
+                if not filecmp.cmp(source, target, shallow=False):
+                    raise as_application_error(
+                        SessionExistsError(
+                            f"the workers' sessions directory already holds another {target.name}"
+                        )
+                    ) from None
+        finally:
+            partial.unlink(missing_ok=True)
 
 
 def activity_lock_wait() -> float | None:

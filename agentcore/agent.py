@@ -30,7 +30,7 @@ from .events import (
 from .inprocess import InProcessRuntime
 from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, failed_message
 from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
-from .model import Model, QueueMode, ThinkingLevel
+from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .runtime import AbortSignal, StreamFn
 from .state import AgentOptions, AgentState
 from .tools import AgentTool, ToolSpec
@@ -111,7 +111,7 @@ class Agent:
 
     @thinking_level.setter
     def thinking_level(self, value: ThinkingLevel | str) -> None:
-        self._state.thinking_level = ThinkingLevel(value)
+        self._state.thinking_level = parse_thinking_level(value)
 
     @property
     def tools(self) -> list[AgentTool | ToolSpec]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import shutil
 import time
 import uuid
@@ -29,6 +30,7 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -42,7 +44,7 @@ from .compaction import CompactionSettings
 from .errors import AgentError, AgentNotFoundError, ValidationError
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import ImageContent, Message, TextContent, UserMessage, describe_validation_error
-from .model import Model, ThinkingLevel
+from .model import Model, ThinkingLevel, parse_thinking_level
 from .protocol import (
     EVENTS_TOPIC,
     WORKFLOW_NAME,
@@ -75,6 +77,8 @@ from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
 from .tools import AgentTool, ToolSpec
 from .transcript import newest_within
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 Listener = Callable[[AgentEvent, Any], Any]
@@ -244,7 +248,7 @@ class AgentClient:
 
     async def attach(self, session_id: str) -> DurableAgent:
         """A handle on a running conversation; ``AgentNotFoundError`` if there is none."""
-        handle = self.client.get_workflow_handle(session_id)
+        handle = self.client.get_workflow_handle(check_session_id(session_id))
         try:
             description = await handle.describe()
         except RPCError as err:
@@ -304,7 +308,9 @@ class AgentClient:
 
         The conversation continues at the file's leaf with the model, thinking level, tools and system
         prompt it records. The file is placed in the sessions directory the workers use, under the
-        session id (``session_id`` or the id in its header).
+        session id (``session_id`` or the id in its header): by this client when it was given that
+        directory (``sessions_dir``), else by a worker, which must then be able to read
+        ``session_path`` (the conversation's ``error_message`` says so if it cannot).
         """
         path = Path(session_path)
         with JsonlSessionStorage.open(path) as storage:
@@ -353,8 +359,12 @@ class AgentClient:
             session_created=True,
             session_metadata=dict(header.metadata),
             stats=stats,
+            import_session_from=None if self.sessions_dir is not None else str(path.resolve()),
         )
-        return await self._start(inp)
+        agent = await self._start(inp)
+        if inp.import_session_from is not None:
+            await agent._imported()
+        return agent
 
 
 # How long an update keeps being resent while the server refuses it for a failed workflow task.
@@ -385,6 +395,18 @@ class DurableAgent:
         self._subscriptions: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------------------- plumbing
+
+    async def _imported(self) -> None:
+        """Return once a worker placed the recovered session file; its typed error if it could not."""
+        try:
+            await self.wait_for_idle()
+        except AgentError:
+            try:
+                await self.handle.result()
+            except WorkflowFailureError as err:
+                if isinstance(err.cause, ApplicationError):
+                    raise AgentError.from_code(err.cause.type, err.cause.message) from None
+            raise
 
     async def _update(
         self,
@@ -465,7 +487,7 @@ class DurableAgent:
 
     async def set_thinking_level(self, level: ThinkingLevel | str) -> Accepted:
         request_id = _new_id()
-        request = SetThinkingLevelRequest(id=request_id, thinking_level=ThinkingLevel(level))
+        request = SetThinkingLevelRequest(id=request_id, thinking_level=parse_thinking_level(level))
         return await self._update("set_thinking_level", request, request_id)
 
     async def set_tools(self, tools: Sequence[AgentTool | ToolSpec | str]) -> Accepted:
@@ -536,10 +558,21 @@ class DurableAgent:
         await self._signal("abort", AbortRequest(id=_new_id(), reason=reason))
 
     async def wait_for_idle(self, timeout: float | None = None) -> Accepted:
-        """Wait until no run is active and every entry is in the session file."""
+        """Wait until no run is active and every entry is in the session file.
+
+        Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on."""
         request_id = _new_id()
         waiting = self._update("wait_for_idle", CommandRequest(id=request_id), request_id, Accepted)
-        return await asyncio.wait_for(waiting, timeout) if timeout else await waiting
+        if not timeout:
+            return await waiting
+        task = asyncio.ensure_future(waiting)
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if task in done:
+            return task.result()
+        task.cancel()
+        # The cancelled update call ends with the SDK's own error: the caller asked for a timeout.
+        await asyncio.gather(task, return_exceptions=True)
+        raise TimeoutError(f"{self.session_id!r} was not idle after {timeout} s")
 
     # ------------------------------------------------------------------------------- queries
 
@@ -605,14 +638,24 @@ class DurableAgent:
     async def subscribe(self, listener: Listener, *, from_offset: int | None = None) -> Callable[[], None]:
         """Call ``listener(event, signal)`` for every event from now on (or ``from_offset``), in order.
 
-        Returns the unsubscribe function. Listeners may be sync or async."""
+        Returns the unsubscribe function. Listeners may be sync or async. A listener that raises is
+        logged and goes on receiving events: it observes the conversation from afar and cannot fail
+        its run (the in-process ``Agent``'s listeners run inside the run, and fail it)."""
         start = await self.event_offset() if from_offset is None else from_offset
 
         async def pump() -> None:
-            async for _, event in self.events(start):
-                result = listener(event, None)
-                if inspect.isawaitable(result):
-                    await result
+            try:
+                async for offset, event in self.events(start):
+                    try:
+                        result = listener(event, None)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception:
+                        logger.exception(
+                            "listener of %r failed on event %d (%s)", self.session_id, offset, event.type
+                        )
+            except Exception:  # the conversation ended or could not be reached for too long
+                logger.exception("subscription to %r ended", self.session_id)
 
         task = asyncio.create_task(pump())
         self._subscriptions.add(task)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import BeforeValidator, Field, TypeAdapter
 
 from .messages import AssistantMessage, Message, ToolCall, ToolResultMessage, WireModel
+from .tools import AgentToolResult
 
 # ---------------------------------------------------------------------------------- provider stream
 
@@ -154,19 +155,27 @@ class ToolExecutionStartEvent(WireModel):
     args: Any = None
 
 
+def _tool_result_or_as_given(value: Any) -> Any:
+    """A progress report shaped like an ``AgentToolResult`` (as every tool's ``on_update`` sends and
+    as it arrives from a durable conversation, in JSON) becomes one; anything else stays as given."""
+    if isinstance(value, dict) and value.keys() <= AgentToolResult.model_fields.keys():
+        return AgentToolResult.model_validate(value)
+    return value
+
+
 class ToolExecutionUpdateEvent(WireModel):
     type: Literal["tool_execution_update"] = "tool_execution_update"
     tool_call_id: str
     tool_name: str
     args: Any = None
-    partial_result: Any = None
+    partial_result: Annotated[Any, BeforeValidator(_tool_result_or_as_given)] = None
 
 
 class ToolExecutionEndEvent(WireModel):
     type: Literal["tool_execution_end"] = "tool_execution_end"
     tool_call_id: str
     tool_name: str
-    result: Any = None
+    result: AgentToolResult | None = None
     is_error: bool = False
 
 

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from .errors import ValidationError
 from .messages import WireModel
 
 
@@ -18,6 +19,15 @@ class ThinkingLevel(StrEnum):
     HIGH = "high"
     XHIGH = "xhigh"
     MAX = "max"
+
+
+def parse_thinking_level(value: ThinkingLevel | str) -> ThinkingLevel:
+    """``value`` as a ``ThinkingLevel``; ``ValidationError`` naming the levels if it is none."""
+    try:
+        return ThinkingLevel(value)
+    except ValueError:
+        levels = ", ".join(level.value for level in ThinkingLevel)
+        raise ValidationError(f"unknown thinking level {value!r}; expected one of: {levels}") from None
 
 
 class ToolExecutionMode(StrEnum):

@@ -141,6 +141,9 @@ class ConversationInput(WireModel):
     # Whether the conversation's last model call ended before its first publish tick (None: none
     # made yet), so the next run knows whether to expect a quick one.
     last_model_call_quick: bool | None = None
+    # ``AgentClient.recover`` without the workers' sessions directory: the session file to place
+    # under the session id before anything is written (by ``session.import``, in a worker).
+    import_session_from: str | None = None
 
 
 class PromptRequest(WireModel):
@@ -300,6 +303,11 @@ class AppendInput(WireModel):
     session_id: str
     entries: list[SessionEntry]
     create: SessionCreate | None = None
+
+
+class ImportSessionInput(WireModel):
+    session_id: str
+    source: str  # an absolute path the workers can read
 
 
 class DescribeToolsInput(WireModel):

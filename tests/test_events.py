@@ -124,6 +124,8 @@ async def test_a_retried_model_call_is_announced_and_recorded_once(
         types = [event.type for event in events]
         assert "llm_retry" in types
         retry_at = types.index("llm_retry")
+        # The retry says why the attempt before it failed.
+        assert "529 overloaded" in (events[retry_at].error_message or "")  # type: ignore[union-attr]
         deltas_before = [e for e in events[:retry_at] if e.type == "message_update"]
         assert any("doomed" in str(e.assistant_message_event) for e in deltas_before)  # type: ignore[union-attr]
         state = await agent.get_state()
@@ -132,3 +134,36 @@ async def test_a_retried_model_call_is_announced_and_recorded_once(
         history = await agent.handle.fetch_history()
         failed = [e for e in history.events if e.activity_task_started_event_attributes.attempt == 2]
         assert failed, "the retry is a second attempt of the same activity, visible in history"
+
+
+class _HeldRetryProvider(_FlakyProvider):
+    """As ``_FlakyProvider``, but the second attempt stops after its delta until ``release`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _stream(self, model: Model, call: int) -> AsyncIterator[StreamEvent]:
+        async for event in super()._stream(model, call):
+            if call == 2 and isinstance(event, TextEnd):
+                await self.release.wait()
+            yield event
+
+
+async def test_the_streaming_message_drops_a_failed_attempts_text(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    provider = _HeldRetryProvider()
+    async with running_worker(temporal_client, tmp_path, provider) as h:
+        agent = await h.agents.start("retry-partial", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        partial = None
+        for _ in range(200):
+            state = await agent.get_state()
+            if state.streaming_message is not None and "fine" in state.streaming_message.text:
+                partial = state.streaming_message.text
+                break
+            await asyncio.sleep(0.05)
+        provider.release.set()
+        await agent.wait_for_idle(timeout=20)
+        assert partial == "fine answer", "the query folds only the retry's deltas"

@@ -67,7 +67,7 @@ async def test_remote_model_call_and_remote_tool_run_and_the_conversation_goes_o
         await agent.prompt("sleep a little")
         events = await collect_run(agent)
         ends = [e for e in events if e.type == "tool_execution_end"]
-        assert [(e.is_error, e.result["content"][0]["text"]) for e in ends] == [(False, "slept 0.2")]
+        assert [(e.is_error, e.result.content[0].text) for e in ends] == [(False, "slept 0.2")]
         assert any(e.type == "message_update" for e in events)  # deltas streamed by the remote call
         assert len(model.calls) == 2  # the handed-off call was adopted, not made twice
         await agent.prompt("again")

@@ -175,11 +175,23 @@ class CommandHandlers(ConversationState):
             self.flush_wanted = True
         try:
             await workflow.wait_condition(
-                lambda: self.initialized and not self._busy() and not self.transcript.unwritten
+                lambda: (
+                    (
+                        self.initialized
+                        and not self._busy()
+                        and (not self.transcript.unwritten or self.write_blocked)
+                    )
+                    or self.import_error is not None
+                )
             )
         finally:
             if counted:
                 self.idle_waiters -= 1
+        if self.import_error is not None:
+            raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
+        if self.transcript.unwritten:
+            # The entries are kept; the next run tries again. Waiting would never end meanwhile.
+            raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
         return Accepted(id=request.id, message_count=self.transcript.message_count)
 
     @workflow.signal(name="steer")
@@ -239,8 +251,13 @@ class CommandHandlers(ConversationState):
         start = max(0, self._streaming_from - self.stream._base_offset)
         for item in self.stream._log[start:]:
             event = converter.from_payloads([item.data])[0]
-            if isinstance(event, dict) and event.get("type") == "message_update":
+            if not isinstance(event, dict):
+                continue
+            if event.get("type") == "message_update":
                 apply_delta(partial, event.get("assistant_message_event") or {})
+            elif event.get("type") == "llm_retry":
+                # The failed attempt's text is void: the retry streams the message afresh.
+                partial = self.streaming_message.model_copy(deep=True)
         return partial
 
     @workflow.query(name="get_messages")

@@ -22,7 +22,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as STREAM_PUBLISH_SIGNAL
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_NAME,
         AppendInput,
         ConversationInput,
+        ImportSessionInput,
         PendingRun,
         QueuedMessage,
     )
@@ -57,6 +58,7 @@ from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
+IMPORT_ACTIVITY = "session.import"
 # Entries a run's last workflow task made wait this long for the next run to write them (see
 # ``_defer_flush``). Histories recorded before flushed them at once.
 PATCH_DEFER_FLUSH = "defer-session-flush-v1"
@@ -117,6 +119,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.streaming_message: AssistantMessage | None = None
         self.pending_tool_calls: set[str] = set()
         self.write_blocked = False
+        self.import_error: ApplicationError | None = None
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
         self._streaming_from = 0
@@ -140,6 +143,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     async def run(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
             self._record_initial_settings(inp)
+        if inp.import_session_from is not None:
+            await self._import_session(inp.import_session_from)
         if self.config.tool_names:
             specs, unknown = await self._describe_tools(self.config.tool_names)
             # Start with the tools the workers know; name the others where an operator looks.
@@ -331,6 +336,30 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 return
         self.transcript.mark_written(entries)
         self.session_created = True
+
+    async def _import_session(self, source: str) -> None:
+        """Have a worker place the session file a client recovered from (``AgentClient.recover``
+        without the sessions directory) before anything is written to it."""
+        try:
+            await workflow.execute_activity(
+                IMPORT_ACTIVITY,
+                ImportSessionInput(session_id=self.session_id, source=source),
+                start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                retry_policy=policies.SESSION_WRITE.retry,
+                summary=f"import {source}",
+            )
+        except ActivityError as err:
+            # Without its file the conversation has nowhere to write (and a different file under its
+            # name must not be written to): it ends here, saying why; ``recover`` raises that.
+            cause = err.cause
+            code = cause.type if isinstance(cause, ApplicationError) and cause.type else errors.SESSION_ERROR
+            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            self.import_error = ApplicationError(
+                f"the session file could not be imported: {reason}", type=code, non_retryable=True
+            )
+            # ``wait_for_idle`` (``recover`` waits on it) answers with the error before the run ends.
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise self.import_error from None
 
     async def _flush_locally(self, append: AppendInput, summary: str) -> bool:
         """Write ``append`` in this worker, inside this workflow task; False: not done, flush remotely.

@@ -114,6 +114,8 @@ class ConversationState:
     streaming_message: AssistantMessage | None
     pending_tool_calls: set[str]
     write_blocked: bool
+    # Why the session file a recovery named could not be placed (the conversation then ends).
+    import_error: ApplicationError | None
     initialized: bool
     compacting: bool
     _indexed: tuple[Any, ...] | None
