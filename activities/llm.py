@@ -415,14 +415,15 @@ class _DeltaPublisher:
             activity.logger.warning("model_waiting signal failed: %s", err)
 
     async def _send(self) -> None:
-        if not self.pending:
-            return
-        topic = self._topic()
-        batch, self.pending = self.pending, []
-        for event in batch:
-            topic.publish(event)
-        assert self._client is not None
-        await self._client.flush()
+        if self.pending:
+            topic = self._topic()
+            batch, self.pending = self.pending, []
+            for event in batch:
+                topic.publish(event)
+        if self._client is not None:
+            # Also what an earlier send left in the stream client: a tick cancelled mid-flush (the
+            # call ended meanwhile) keeps its batch there, and the next send must not skip it.
+            await self._client.flush()
 
     async def close(self) -> None:
         """Deliver what is buffered if streaming started; else drop it (the workflow derives it)."""

@@ -167,3 +167,43 @@ async def test_the_streaming_message_drops_a_failed_attempts_text(
         provider.release.set()
         await agent.wait_for_idle(timeout=20)
         assert partial == "fine answer", "the query folds only the retry's deltas"
+
+
+class _QuickRetryProvider(_FlakyProvider):
+    """Fails the first call at once with a retryable error; the retry answers after ``delay``."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    async def _stream(self, model: Model, call: int) -> AsyncIterator[StreamEvent]:
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id, timestamp=1)
+        yield StreamStart(partial=partial)
+        if call == 1:
+            failed = partial.model_copy(
+                update={"stop_reason": "error", "error_message": "HTTP 429 slow down"}
+            )
+            yield StreamError(
+                reason="error", error=failed, retryable=True, retry_after_seconds=0.2, status_code=429
+            )
+            return
+        partial.content.append(TextContent(text="quick answer"))
+        yield TextStart(content_index=0, partial=partial)
+        yield TextDelta(content_index=0, delta="quick answer", partial=partial)
+        yield TextEnd(content_index=0, content="quick answer", partial=partial)
+        await asyncio.sleep(self.delay)
+        yield StreamDone(reason="stop", message=partial)
+
+
+async def test_a_quick_retry_loses_no_event(temporal_client: Client, tmp_path: Path) -> None:
+    """The retry's events (``llm_retry``, its deltas) reach the subscriber however quickly it ends."""
+    # Ending just as the first publish tick (80 ms) sends its batch is what lost them once.
+    for round_, delay in enumerate((0.0, 0.078, 0.082, 0.086, 0.09, 0.1)):
+        async with running_worker(temporal_client, tmp_path / str(round_), _QuickRetryProvider(delay)) as h:
+            agent = await h.agents.start(f"quick-retry-{round_}", AgentOptions(model=scripted_model()))
+            await agent.prompt("hello")
+            events = await collect_run(agent)
+            types = [event.type for event in events]
+            assert "llm_retry" in types, types
+            deltas = [e for e in events[types.index("llm_retry") :] if e.type == "message_update"]
+            assert any("quick answer" in str(e.assistant_message_event) for e in deltas), types  # type: ignore[union-attr]
