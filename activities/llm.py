@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -40,7 +41,7 @@ from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, Stre
 from agentcore.messages import AssistantMessage
 from agentcore.protocol import EVENTS_TOPIC, SIGNAL_MODEL_WAITING, StreamInput, StreamResult
 from agentcore.providers.base import ConversionMemo
-from agentcore.providers.errors import is_context_overflow
+from agentcore.providers.errors import MAX_RETRY_AFTER_SECONDS, is_context_overflow
 from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
 from agentcore.session import JsonlSessionStorage, MessageEntry
@@ -349,7 +350,10 @@ def _retryable_error(message: AssistantMessage, delay: float | None) -> Applicat
     return ApplicationError(
         message.error_message or "provider error",
         type=PROVIDER_RETRYABLE,
-        next_retry_delay=timedelta(seconds=delay) if delay else None,
+        # A custom stream function may ask for any delay: a finite one, at most the providers' cap.
+        next_retry_delay=(
+            timedelta(seconds=min(delay, MAX_RETRY_AFTER_SECONDS)) if delay and math.isfinite(delay) else None
+        ),
     )
 
 

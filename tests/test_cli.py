@@ -187,3 +187,24 @@ async def test_ctrl_c_aborts_the_turn_and_the_chat_goes_on(temporal_client: Clie
         assert isinstance(messages[1], AssistantMessage) and messages[1].stop_reason == "aborted"
         assert messages[1].text.startswith("Hello") and messages[1].text != messages[-1].text
         assert messages[-1].text == "2 * 21 = 42."
+
+
+def test_dev_on_a_taken_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [AGENTCORE, "dev", "--port", str(port), "--no-ui", "--no-chat", "--data-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"agentcore: port {port}, asked for Temporal, is in use (another Temporal dev server?); "
+        "pick another port or stop what holds it"
+    )
+    assert "Traceback" not in result.stderr

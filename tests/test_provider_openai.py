@@ -215,6 +215,24 @@ async def test_429_is_retryable_with_the_servers_delay(server: LoopbackServer):
     assert final_error(events).retry_after_seconds == 1.5
 
 
+async def test_a_retry_after_past_the_cap_or_not_a_number_is_not_waited_for(server: LoopbackServer):
+    server.enqueue(Script(status=429, error_message="Daily quota spent", headers={"retry-after": "86400"}))
+    server.enqueue(Script(status=429, error_message="Slow down", headers={"retry-after": "1e999"}))
+    server.enqueue(Script(status=429, error_message="Slow down", headers={"retry-after-ms": "nan"}))
+    events, message = await run(gpt4o(server))
+    error = final_error(events)
+    assert (error.retryable, error.retry_after_seconds) == (False, None)
+    assert "Daily quota spent" in (message.error_message or "")
+    assert "retry after 86,400s, more than the 60s a call waits" in (message.error_message or "")
+    for _ in range(2):
+        events, message = await run(gpt4o(server))
+        error = final_error(events)
+        assert (error.retryable, error.retry_after_seconds) == (True, None)
+        assert message.error_message and message.error_message.endswith(
+            "Slow down [rate_limit_exceeded] (retryable)"
+        )
+
+
 @pytest.mark.parametrize(
     ("status", "retryable"),
     [(500, True), (529, True), (503, True), (400, False), (401, False), (404, False), (422, False)],
@@ -514,3 +532,32 @@ async def test_the_shared_client_spares_httpcore_a_failed_import_per_lock(server
     server.enqueue(Script(text="still fine"))
     _, message = await run(server.model())
     assert message.text == "still fine" and message.stop_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("body", "retryable"),
+    [
+        (b'{"error":{"message":"model is loading"}}', False),
+        (b'{"error":{"message":"server overloaded, try again"}}', True),
+    ],
+)
+async def test_a_json_answer_to_a_streaming_request_keeps_the_servers_words(body: bytes, retryable: bool):
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the request's head; its body is not needed
+        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        writer.write(head.encode() + body)
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(answer, "127.0.0.1", 0)
+    async with listener:
+        port = listener.sockets[0].getsockname()[1]
+        model = get_model("openai", "gpt-4o").model_copy(update={"base_url": f"http://127.0.0.1:{port}/v1"})
+        events, message = await run(model)
+    error = final_error(events)
+    assert (error.retryable, error.status_code) == (retryable, 200)
+    text = body.decode().split('"message":"')[1].split('"')[0]
+    assert message.error_message == (
+        f"Stream error from openai: expected an event stream, got JSON: {text}"
+        f" ({'retryable' if retryable else 'not retryable'})"
+    )

@@ -136,7 +136,9 @@ async def run_dev(args: argparse.Namespace) -> int:
         )
         await server.start()
         try:
-            ui = "" if args.no_ui else f", Web UI http://localhost:{args.ui_port or '?'}"
+            # The server puts its UI 1000 ports above its own unless told where.
+            ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000
+            ui = "" if args.no_ui else f", Web UI http://localhost:{ui_port}"
             _progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
             async with contextlib.AsyncExitStack() as stack:
                 if needs_demo_server(model):
@@ -166,7 +168,7 @@ async def run_dev(args: argparse.Namespace) -> int:
                 ui_link = (
                     ""
                     if args.no_ui
-                    else f"  (http://localhost:{args.ui_port}/namespaces/default/workflows/{session_id})"
+                    else f"  (http://localhost:{ui_port}/namespaces/default/workflows/{session_id})"
                 )
                 _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
                 if args.demo_script or args.once:

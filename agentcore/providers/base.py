@@ -61,7 +61,13 @@ from ..messages import (
 from ..model import Model
 from ..runtime import AbortSignal, StreamOptions
 from .catalog import calculate_cost
-from .errors import ProviderFailure, classify_http_status, redact
+from .errors import (
+    ProviderFailure,
+    classify_http_status,
+    classify_stream_error,
+    error_text_from_body,
+    redact,
+)
 from .http11 import Http11Transport
 from .keys import env_var_for, resolve_api_key
 from .partial_json import parse_final_arguments, parse_partial_json
@@ -435,6 +441,21 @@ async def _produce(request: HttpRequest, provider: str, queue: asyncio.Queue[_Qu
                         retryable=retryable,
                         status_code=response.status_code,
                         retry_after_seconds=delay,
+                    )
+                )
+                return
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # A server that answers a streaming request with a JSON body (a model still loading,
+                # a proxy's error page) said something; it is not a stream that broke off.
+                body = await _read_limited(response)
+                text = error_text_from_body(body) or "an empty JSON body"
+                queue.put_nowait(
+                    ProviderFailure(
+                        provider,
+                        f"expected an event stream, got JSON: {text}",
+                        retryable=classify_stream_error("", text),
+                        status_code=response.status_code,
+                        kind="stream",
                     )
                 )
                 return

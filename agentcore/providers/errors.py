@@ -15,6 +15,7 @@ never retryable (the same request would fail again) and its message starts with
 from __future__ import annotations
 
 import email.utils
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ from ..messages import AssistantMessage
 CONTEXT_OVERFLOW_PREFIX = "Context overflow: "
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+# The longest ``retry-after`` a call waits out; a provider asking for more fails the call at once.
+MAX_RETRY_AFTER_SECONDS = 60.0
 # Text that identifies a context overflow in OpenAI, Anthropic and OpenAI-compatible servers' errors.
 _OVERFLOW_RE = re.compile(
     r"prompt is too long|maximum context length|context[_ ]length[_ ]exceeded|exceeds the context window"
@@ -123,7 +126,15 @@ def classify_http_status(
         retryable = False
     if is_overflow_text(message):
         retryable = False
-    return retryable, retry_after_seconds(headers) if retryable else None, message
+    delay = retry_after_seconds(headers) if retryable else None
+    if delay is not None and delay > MAX_RETRY_AFTER_SECONDS:
+        # A quota spent for the day, not a moment's rate limit: say so now rather than wait for it.
+        message = (
+            f"{message} (the provider asks to retry after {delay:,.0f}s, "
+            f"more than the {MAX_RETRY_AFTER_SECONDS:.0f}s a call waits)"
+        )
+        retryable, delay = False, None
+    return retryable, delay, message
 
 
 def classify_stream_error(error_type: str, message: str) -> bool:
@@ -134,20 +145,24 @@ def classify_stream_error(error_type: str, message: str) -> bool:
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The delay the server asked for: ``retry-after-ms``, then ``retry-after`` (seconds or HTTP date)."""
+    """The delay the server asked for: ``retry-after-ms``, then ``retry-after`` (seconds or HTTP date).
+    A value that is no finite number of seconds (``1e999``, ``nan``) counts as none."""
     milliseconds = _header(headers, "retry-after-ms")
     if milliseconds:
         try:
-            return max(0.0, float(milliseconds) / 1000.0)
+            if math.isfinite(seconds := float(milliseconds) / 1000.0):
+                return max(0.0, seconds)
         except ValueError:
             pass
     value = _header(headers, "retry-after")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -73,6 +74,17 @@ def dynamic_config_args() -> list[str]:
     return [arg for value in DYNAMIC_CONFIG for arg in ("--dynamic-config-value", value)]
 
 
+def _port_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` (the dev server would otherwise wait 5 s and fail)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 class DevServer:
     """``async with DevServer(data_dir) as server: server.client``: SQLite under ``data_dir``, UI on."""
 
@@ -111,6 +123,12 @@ class DevServer:
         return self.client.service_client.config.target_host
 
     async def start(self) -> DevServer:
+        for port, what in ((self.port, "Temporal"), (self.ui_port if self.ui else None, "the Web UI")):
+            if port and not _port_free(port):
+                raise OSError(
+                    f"port {port}, asked for {what}, is in use (another Temporal dev server?); "
+                    "pick another port or stop what holds it",
+                )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         extra: dict[str, Any] = {}
         pragmas: list[str] = []
