@@ -163,6 +163,10 @@ class BranchActivities:
                 summary_entry=summary_entry,
                 messages=context.messages if context is not None else [],
                 message_entry_ids=list(context.message_entry_ids) if context is not None else [],
+                model=context.model if context is not None else None,
+                thinking_level=context.thinking_level if context is not None else None,
+                active_tools=context.active_tools if context is not None else None,
+                system_prompt=context.system_prompt if context is not None else None,
             )
 
         return await self.store.write(inp.session_id, None, record)

@@ -382,6 +382,11 @@ class BranchResult(WireModel):
     summary_entry: BranchSummaryEntry | None = None
     messages: list[Message] = Field(default_factory=list)
     message_entry_ids: list[str | None] = Field(default_factory=list)
+    # The settings the new path records (None: none, or a worker from before they were returned).
+    model: Model | None = None
+    thinking_level: ThinkingLevel | None = None
+    active_tools: list[str] | None = None
+    system_prompt: str | None = None
 
 
 class LabelRequest(WireModel):

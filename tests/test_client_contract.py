@@ -156,3 +156,33 @@ async def test_wait_for_idle_says_why_entries_cannot_be_written(
         assert state.error_message and "line 6: malformed JSON" in state.error_message
         assert state.error_message in str(raised.value)
         assert [m.role for m in state.messages][:3] == ["user", "assistant", "user"], "nothing is lost"
+
+
+async def test_a_branch_back_to_the_start_keeps_the_file_recoverable(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_answer), tools=[add_tool()]) as h:
+        agent = await h.agents.start(
+            "rooted", AgentOptions(model=scripted_model(), tools=["add"], system_prompt="Be brief.")
+        )
+        await agent.prompt("add please")
+        await agent.wait_for_idle(timeout=20)
+        await agent.set_model(scripted_model("other"))
+        await agent.set_system_prompt("Be terse.")
+        page = await agent.get_messages()
+        await agent.branch(page.entry_ids[1])  # the path still holds the first settings
+        await agent.branch(None)  # the start: the path holds none
+        await agent.prompt("fresh start")
+        await agent.wait_for_idle(timeout=20)
+        live = await agent.get_state()
+        with JsonlSessionStorage.open(h.session_path("rooted")) as storage:
+            context = storage.build_context()
+        assert context.model == live.model and context.model.id == "other"  # type: ignore[union-attr]
+        assert context.system_prompt == "Be terse." and context.active_tools == ["add"]
+        assert context.thinking_level == live.thinking_level
+        copy = tmp_path / "rooted-copy.jsonl"
+        copy.write_bytes(h.session_path("rooted").read_bytes())
+        recovered = await h.agents.recover(copy, session_id="rooted-2")
+        state = await recovered.get_state()
+        assert state.model == live.model and state.system_prompt == "Be terse."
+        assert [m.model_dump() for m in state.messages] == [m.model_dump() for m in live.messages]

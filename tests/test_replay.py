@@ -58,15 +58,23 @@ def test_every_patch_but_the_baseline_is_in_it() -> None:
     import pkgutil
 
     import workflows
-    from workflows.state import BASELINE_2_PATCHES, BASELINE_PATCHES, PATCH_BASELINE, PATCH_BASELINE_2
+    from workflows.state import (
+        BASELINE_2_PATCHES,
+        BASELINE_3_PATCHES,
+        BASELINE_PATCHES,
+        PATCH_BASELINE,
+        PATCH_BASELINE_2,
+        PATCH_BASELINE_3,
+    )
 
     patches = set()
     for module_info in pkgutil.iter_modules(workflows.__path__):
         module = importlib.import_module(f"workflows.{module_info.name}")
         patches |= {value for name, value in vars(module).items() if name.startswith("PATCH_")}
-    assert patches - {PATCH_BASELINE, PATCH_BASELINE_2} == BASELINE_2_PATCHES
-    # The first baseline is what runs recorded with it took as applied: it never changes.
-    assert len(BASELINE_PATCHES) == 12 and BASELINE_PATCHES < BASELINE_2_PATCHES
+    assert patches - {PATCH_BASELINE, PATCH_BASELINE_2, PATCH_BASELINE_3} == BASELINE_3_PATCHES
+    # Each baseline is what runs recorded with it took as applied: it never changes.
+    assert len(BASELINE_PATCHES) == 12 and BASELINE_2_PATCHES == BASELINE_PATCHES | {"paced-flush-v1"}
+    assert BASELINE_3_PATCHES == BASELINE_2_PATCHES | {"branch-keeps-settings-v1"}
 
 
 async def test_a_new_run_records_one_patch_marker(temporal_client: Client, tmp_path: Path) -> None:
@@ -74,7 +82,7 @@ async def test_a_new_run_records_one_patch_marker(temporal_client: Client, tmp_p
     ``TemporalChangeVersion`` upsert with it), however many patched paths it takes."""
     from temporalio.api.enums.v1 import EventType
 
-    from workflows.state import PATCH_BASELINE_2
+    from workflows.state import PATCH_BASELINE_3
 
     model = ScriptedModel(
         lambda context: (
@@ -93,7 +101,7 @@ async def test_a_new_run_records_one_patch_marker(temporal_client: Client, tmp_p
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_patch"
     ]
-    assert len(markers) == 1 and PATCH_BASELINE_2.encode() in markers[0]
+    assert len(markers) == 1 and PATCH_BASELINE_3.encode() in markers[0]
     change_versions = [
         e
         for e in history.events

@@ -75,11 +75,13 @@ BASELINE_PATCHES = frozenset(
         "first-model-call-remote-v1",
     }
 )
-# The same for the patches since: a run that starts on this code records PATCH_BASELINE_2 alone and
-# takes every patch in BASELINE_2_PATCHES as applied. Neither set ever changes once released (a run
+# The same for the patches since: a run that starts on this code records the newest baseline's
+# marker alone and takes every patch in its set as applied. No set ever changes once released (a run
 # recorded with a baseline must keep its meaning); a later patch gets a baseline of its own.
 PATCH_BASELINE_2 = "patch-baseline-v2"
 BASELINE_2_PATCHES = BASELINE_PATCHES | {"paced-flush-v1"}
+PATCH_BASELINE_3 = "patch-baseline-v3"
+BASELINE_3_PATCHES = BASELINE_2_PATCHES | {"branch-keeps-settings-v1"}
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
 
 
@@ -142,7 +144,9 @@ class ConversationState:
         same point, so it gets the same answer (the newest baseline first: a history recorded with
         an older one has no marker for it)."""
         if self._baseline is None:
-            if workflow.patched(PATCH_BASELINE_2):
+            if workflow.patched(PATCH_BASELINE_3):
+                self._baseline = BASELINE_3_PATCHES
+            elif workflow.patched(PATCH_BASELINE_2):
                 self._baseline = BASELINE_2_PATCHES
             elif workflow.patched(PATCH_BASELINE):
                 self._baseline = BASELINE_PATCHES

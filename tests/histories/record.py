@@ -107,6 +107,9 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
         await agent.set_system_prompt("Be terse.")
         await agent.prompt("after the branch")
         await agent.wait_for_idle(timeout=30)
+        await agent.branch(None)  # back to the start: the settings are recorded again
+        await agent.prompt("from the start")
+        await agent.wait_for_idle(timeout=30)
         history = await agent.handle.fetch_history()
         histories["tree-run1"] = history.to_json()
     return histories
