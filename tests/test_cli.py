@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import os
 import subprocess
 from pathlib import Path
 
@@ -208,3 +209,20 @@ def test_dev_on_a_taken_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         "pick another port or stop what holds it"
     )
     assert "Traceback" not in result.stderr
+
+
+async def test_a_reader_that_leaves_early_is_not_an_error(deployment: Deployment) -> None:
+    agent = await deployment.start_demo("cli-pipe")
+    await agent.prompt("Anything from the Rhône under $80 for lamb?")
+    await agent.wait_for_idle(timeout=30)
+    for command in (("events", "cli-pipe", "--from", "0"), ("messages", "cli-pipe")):
+        gone, stdout = os.pipe()
+        os.close(gone)  # `| head` that already left: every write fails with EPIPE
+        try:
+            result = await asyncio.to_thread(
+                subprocess.run, [AGENTCORE, *deployment.argv(*command)], stdout=stdout, capture_output=False,
+                stderr=subprocess.PIPE, timeout=60,
+            )  # fmt: skip
+        finally:
+            os.close(stdout)
+        assert (result.returncode, result.stderr) == (0, b""), command

@@ -223,6 +223,10 @@ async def run(argv: Sequence[str] | None = None) -> int:
         if err.status == RPCStatusCode.UNAVAILABLE:
             return _fail(f"cannot reach Temporal at {args.address}", 2)
         return _fail(f"Temporal refused the call: {err.message}", 1)
+    except BrokenPipeError:
+        # The reader left (``| head``) with what it wanted: not an error. Later output goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except OSError as err:
         return _fail(str(err), 2)
 
@@ -246,7 +250,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Exit without interpreter finalization: the Temporal SDK's core threads can still be winding
     # down, and finalizing under them aborts the process ("PyGILState_Release ... finalizing") after
     # the command has succeeded. Everything the commands write is flushed or closed by now.
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass  # the reader left (``| head``) with what it wanted
     sys.stderr.flush()
     os._exit(code)
 
