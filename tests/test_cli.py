@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import os
+import signal
 import subprocess
 from pathlib import Path
 
