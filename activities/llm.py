@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
@@ -172,6 +172,11 @@ class LlmActivities:
         retry = None if call.signal.aborted else call.state["retry"]
         try:
             if retry is not None:
+                activity.logger.warning(
+                    "model call attempt %d failed, to be retried: %s",
+                    info.attempt + inp.prior_attempts,
+                    message.error_message,
+                )
                 self._failures[inp.result_entry_id] = message.error_message or str(retry)
                 if len(self._failures) > KEPT_SESSIONS:
                     self._failures.popitem(last=False)
@@ -347,9 +352,12 @@ def _retrieve_exception(task: asyncio.Future[None]) -> None:
 
 
 def _retryable_error(message: AssistantMessage, delay: float | None) -> ApplicationError:
+    # Benign: an expected failure Temporal retries; the SDK then logs no traceback for it (the
+    # activity logs one line, the subscriber gets ``llm_retry``).
     return ApplicationError(
         message.error_message or "provider error",
         type=PROVIDER_RETRYABLE,
+        category=ApplicationErrorCategory.BENIGN,
         # A custom stream function may ask for any delay: a finite one, at most the providers' cap.
         next_retry_delay=(
             timedelta(seconds=min(delay, MAX_RETRY_AFTER_SECONDS)) if delay and math.isfinite(delay) else None

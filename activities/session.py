@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcore.errors import (
     SessionError,
@@ -203,7 +203,11 @@ def as_application_error(err: SessionError) -> ApplicationError:
     # A locked file is transient (another worker is mid-write); everything else about a session file
     # (corrupt, outside the root, unknown entry type, bad parent) will not fix itself on retry.
     retryable = isinstance(err, SessionLockedError)
-    return ApplicationError(err.message, type=err.code, non_retryable=not retryable)
+    # Benign: the error is the answer (a bad entry id, a busy file), not a worker fault; the SDK then
+    # logs no traceback for it.
+    return ApplicationError(
+        err.message, type=err.code, non_retryable=not retryable, category=ApplicationErrorCategory.BENIGN
+    )
 
 
 class SessionActivities:

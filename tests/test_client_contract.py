@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from agentcore import AgentOptions, AgentToolResult
 from agentcore.client import AgentClient
-from agentcore.errors import AgentError, InvalidSessionIdError, SessionExistsError
+from agentcore.errors import AgentError, EntryNotFoundError, InvalidSessionIdError, SessionExistsError
 from agentcore.errors import ValidationError as AgentValidationError
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
@@ -124,6 +124,8 @@ async def test_bad_arguments_raise_typed_errors_before_anything_is_sent(
             await agent.set_thinking_level("bogus")
         await agent.set_thinking_level("high")
         assert (await agent.get_state()).thinking_level == "high"
+        with pytest.raises(EntryNotFoundError, match="'no-such-entry'"):
+            await agent.set_label("no-such-entry", "a label")
 
 
 async def test_events_carry_tool_results_as_the_in_process_agent_does(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from agentcore import AgentOptions, AssistantMessage, Model
@@ -114,13 +116,20 @@ class _FlakyProvider:
 
 
 async def test_a_retried_model_call_is_announced_and_recorded_once(
-    temporal_client: Client, tmp_path: Path
+    temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_worker(temporal_client, tmp_path, _FlakyProvider()) as h:
         agent = await h.agents.start("retry", AgentOptions(model=scripted_model()))
-        await agent.prompt("hello")
-        events = await collect_run(agent)
-        await agent.wait_for_idle(timeout=20)
+        with caplog.at_level(logging.WARNING):
+            await agent.prompt("hello")
+            events = await collect_run(agent)
+            await agent.wait_for_idle(timeout=20)
+        # An expected, retried failure is one line in the worker's log, not a traceback.
+        failures = [r for r in caplog.records if "failed" in r.getMessage()]
+        assert [r.getMessage().split(" (")[0] for r in failures] == [
+            "model call attempt 1 failed, to be retried: HTTP 529 overloaded"
+        ]
+        assert all(r.exc_info is None for r in failures)
         types = [event.type for event in events]
         assert "llm_retry" in types
         retry_at = types.index("llm_retry")

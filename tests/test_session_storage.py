@@ -472,3 +472,11 @@ def test_unsynced_appends_ride_on_the_next_fsync(tmp_path: Path, monkeypatch: py
     storage.close()
     with JsonlSessionStorage.open(tmp_path / "s.jsonl") as reader:
         assert [m.text for m in reader.build_context().messages] == ["held", "synced", "held again"]
+
+
+@pytest.mark.parametrize("writer", [False, True])
+def test_a_directory_is_not_a_session_file(tmp_path: Path, writer: bool) -> None:
+    directory = tmp_path / "s.jsonl"
+    directory.mkdir()
+    with pytest.raises(NotASessionError, match="is a directory"):
+        JsonlSessionStorage.open(directory, writer=writer)

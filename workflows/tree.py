@@ -190,7 +190,7 @@ class TreeHandlers(ConversationState):
             known.add(self.transcript.leaf_id)
         if request.target_entry_id not in known:
             raise _refuse(
-                errors.VALIDATION_ERROR,
+                errors.SESSION_ENTRY_NOT_FOUND,
                 f"target_entry_id: {request.target_entry_id!r} is not an entry of this conversation's context",
             )
 

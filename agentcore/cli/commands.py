@@ -52,7 +52,8 @@ async def cmd_send(args: argparse.Namespace) -> int:
     agent = await attached(args)
     start = await agent.event_offset()
     accepted = await agent.prompt(args.text)
-    print(f"accepted ({accepted.status}); events from offset {start}", file=sys.stderr)
+    said = "accepted" if accepted.status == "accepted" else "already accepted (a repeated id)"
+    print(f"{said}; events from offset {start}", file=sys.stderr)
     if args.wait:
         await _follow_run(agent, start)
     return 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import os
+import stat
 import threading
 import time
 import uuid
@@ -262,6 +263,11 @@ class JsonlSessionStorage:
             fd = os.open(target, flags)
         except FileNotFoundError:
             raise SessionNotFoundError(f"no session file at {str(target)!r}") from None
+        except IsADirectoryError:  # opened for writing
+            raise NotASessionError(f"{str(target)!r} is a directory, not a session file") from None
+        if stat.S_ISDIR(os.fstat(fd).st_mode):  # opened for reading: that succeeds on a directory
+            os.close(fd)
+            raise NotASessionError(f"{str(target)!r} is a directory, not a session file")
         try:
             if writer:
                 _lock_writer(fd, target)
