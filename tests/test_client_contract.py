@@ -188,3 +188,32 @@ async def test_a_branch_back_to_the_start_keeps_the_file_recoverable(
         state = await recovered.get_state()
         assert state.model == live.model and state.system_prompt == "Be terse."
         assert [m.model_dump() for m in state.messages] == [m.model_dump() for m in live.messages]
+
+
+async def test_a_model_call_that_fails_every_attempt_says_so(temporal_client: Client, tmp_path: Path) -> None:
+    from agentcore import AssistantMessage
+    from agentcore.events import StreamError, StreamStart
+    from agentcore.protocol import ConversationLimits
+
+    calls = 0
+
+    async def overloaded(model: Any, context: Any, options: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        partial = AssistantMessage(api=model.api, provider=model.provider, model=model.id, timestamp=1)
+        yield StreamStart(partial=partial)
+        text_ = "HTTP 529 from loopback: Overloaded (retryable; retry after 0.1s)"
+        failed = partial.model_copy(update={"stop_reason": "error", "error_message": text_})
+        yield StreamError(reason="error", error=failed, retryable=True, retry_after_seconds=0.1)
+
+    limits = FAST_LIMITS.model_copy(update={"llm_max_attempts": 2})
+    assert isinstance(limits, ConversationLimits)
+    async with running_worker(temporal_client, tmp_path, overloaded, limits=limits) as h:
+        agent = await h.agents.start("overloaded", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        await agent.wait_for_idle(timeout=30)
+        state = await agent.get_state()
+    assert calls == 2
+    assert state.messages[-1].error_message == (  # type: ignore[union-attr]
+        "HTTP 529 from loopback: Overloaded (retryable, but every attempt failed)"
+    )

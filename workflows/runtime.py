@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -20,6 +21,7 @@ from temporalio.exceptions import (
     ApplicationError,
     CancelledError,
     FailureError,
+    RetryState,
     TimeoutError,
 )
 
@@ -391,6 +393,10 @@ def _stream_error(partial: AssistantMessage, reason: Literal["error", "aborted"]
     return StreamError(reason=reason, error=message)
 
 
+# A provider error's closing verdict (``agentcore.providers.errors.ProviderFailure.describe``).
+_RETRYABLE_VERDICT = re.compile(r"\(retryable(; retry after [^)]*)?\)$")
+
+
 def _cause(err: FailureError) -> BaseException | None:
     """What failed: an ActivityError's cause, or a local activity's failure as it came (unwrapped)."""
     return err.cause if isinstance(err, ActivityError) else err
@@ -399,6 +405,9 @@ def _cause(err: FailureError) -> BaseException | None:
 def _describe_failure(err: FailureError) -> str:
     cause = _cause(err)
     if isinstance(cause, ApplicationError):
+        if isinstance(err, ActivityError) and err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+            # The provider said "retryable" of the last attempt; there will be no other.
+            return _RETRYABLE_VERDICT.sub("(retryable, but every attempt failed)", cause.message)
         return cause.message
     if isinstance(cause, TimeoutError):
         return f"activity timed out ({cause.type.name if cause.type else 'timeout'})"
