@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import filecmp
 import os
-import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -35,7 +33,7 @@ from agentcore.errors import (
     SessionNotFoundError,
 )
 from agentcore.protocol import AppendInput, ImportSessionInput, SessionCreate
-from agentcore.session import JsonlSessionStorage, SessionPaths
+from agentcore.session import JsonlSessionStorage, SessionPaths, copy_session, session_copy_bytes
 from agentcore.session.ratelimit import StorageRateLimits
 from agentcore.session.storage import FSYNC_ALWAYS, FsyncPolicy
 
@@ -250,28 +248,23 @@ class SessionActivities:
                     "AgentClient(sessions_dir=...) or place the file in the workers' sessions directory"
                 )
             )
-        if target.exists():
-            if os.path.samefile(source, target) or filecmp.cmp(source, target, shallow=False):
-                return
-            raise as_application_error(
-                SessionExistsError(f"the workers' sessions directory already holds another {target.name}")
-            )
-        partial = target.with_name(f".{target.name}.{os.getpid()}.import")
         try:
-            shutil.copyfile(source, partial)
-            with open(partial, "rb") as copied:
-                os.fsync(copied.fileno())
+            if target.exists() and os.path.samefile(source, target):
+                return
             try:
-                os.link(partial, target)  # never over a file another attempt placed meanwhile
+                copy_session(source, target, inp.session_id)  # its header names this session
             except FileExistsError:
-                if not filecmp.cmp(source, target, shallow=False):
-                    raise as_application_error(
-                        SessionExistsError(
-                            f"the workers' sessions directory already holds another {target.name}"
-                        )
+                # Placed by an earlier attempt of this import, or another file: that one is kept.
+                if target.read_bytes() != session_copy_bytes(source, inp.session_id):
+                    raise SessionExistsError(
+                        f"the workers' sessions directory already holds another {target.name}"
                     ) from None
-        finally:
-            partial.unlink(missing_ok=True)
+        except SessionError as err:
+            raise as_application_error(err) from None
+        except OSError as err:  # unreadable, or the directory is not writable: no retry fixes that
+            raise as_application_error(
+                SessionNotFoundError(f"cannot import {inp.source} as {target.name}: {err.strerror or err}")
+            ) from None
 
 
 def activity_lock_wait() -> float | None:

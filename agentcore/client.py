@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -72,7 +71,7 @@ from .protocol import (
 )
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
 from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
-from .session.branching import fork_session
+from .session.branching import copy_session, fork_session
 from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
 from .tools import AgentTool, ToolSpec
@@ -328,9 +327,12 @@ class AgentClient:
             self.sessions_dir.mkdir(parents=True, exist_ok=True)
             target = SessionPaths(self.sessions_dir).path_for(session_id)
             if target.resolve() != path.resolve():
-                if target.exists():
-                    raise AgentError(f"{target} already exists; pass another session_id", code="AGENT_EXISTS")
-                shutil.copyfile(path, target)
+                try:
+                    copy_session(path, target, session_id)  # its header names the new session
+                except FileExistsError:
+                    raise AgentError(
+                        f"{target} already exists; pass another session_id", code="AGENT_EXISTS"
+                    ) from None
         limits = self.limits
         messages = newest_within(
             context.messages, limits.carried_message_bytes, lambda m: len(m.model_dump_json())

@@ -43,7 +43,10 @@ async def test_recover_without_the_sessions_directory_has_a_worker_place_the_fil
         # As the issue shows it: no sessions directory on the client.
         client = AgentClient(temporal_client, task_queue=h.task_queue, limits=FAST_LIMITS)
         recovered = await client.recover(elsewhere, session_id="second")
-        assert h.session_path("second").read_bytes() == elsewhere.read_bytes()
+        placed = h.session_path("second").read_bytes().split(b"\n", 1)
+        assert placed[1] == elsewhere.read_bytes().split(b"\n", 1)[1], "every entry as it was"
+        with JsonlSessionStorage.open(h.session_path("second")) as storage:
+            assert storage.get_metadata().id == "second", "the header names the new session"
         await recovered.prompt("and now?")
         await recovered.wait_for_idle(timeout=20)
         assert (await recovered.get_state()).messages[-1].text == "answer 2"  # type: ignore[union-attr]

@@ -480,3 +480,24 @@ def test_a_directory_is_not_a_session_file(tmp_path: Path, writer: bool) -> None
     directory.mkdir()
     with pytest.raises(NotASessionError, match="is a directory"):
         JsonlSessionStorage.open(directory, writer=writer)
+
+
+def test_a_copy_under_another_id_names_it_in_its_header(tmp_path: Path) -> None:
+    from agentcore.session import copy_session
+
+    source = tmp_path / "a.jsonl"
+    with JsonlSessionStorage.create(source, "/work", {"k": 1}, session_id="a") as storage:
+        storage.append_entry(_user("hi"))
+    copy_session(source, tmp_path / "b.jsonl", "b")
+    with JsonlSessionStorage.open(tmp_path / "b.jsonl") as copy, JsonlSessionStorage.open(source) as original:
+        assert copy.get_metadata().id == "b"
+        assert copy.get_metadata().model_dump(exclude={"id", "path"}) == original.get_metadata().model_dump(
+            exclude={"id", "path"}
+        )
+        assert copy.get_entries() == original.get_entries()
+    with pytest.raises(FileExistsError):
+        copy_session(source, tmp_path / "b.jsonl", "b")
+    (tmp_path / "junk.jsonl").write_bytes(b"not a header\n")
+    with pytest.raises(NotASessionError):
+        copy_session(tmp_path / "junk.jsonl", tmp_path / "c.jsonl", "c")
+    assert not (tmp_path / "c.jsonl").exists()

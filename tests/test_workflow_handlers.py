@@ -239,6 +239,8 @@ async def test_recover_rebuilds_a_conversation_from_its_session_file(
         copy.write_bytes(h.session_path("orig").read_bytes())
         recovered = await h.agents.recover(copy, session_id="recovered")
         await recovered.wait_for_idle(timeout=20)
+        with JsonlSessionStorage.open(h.session_path("recovered")) as storage:
+            assert storage.get_metadata().id == "recovered"  # the copy's header names its session
         state = await recovered.get_state()
         assert [m.model_dump() for m in state.messages] == [m.model_dump() for m in before.messages]
         assert state.system_prompt == "S" and [t.name for t in state.tools] == ["add"]

@@ -37,7 +37,9 @@ from .branching import (
     branch,
     branch_entries,
     branch_summary_context,
+    copy_session,
     fork_session,
+    session_copy_bytes,
     summarize_branch,
 )
 from .context import (
@@ -144,7 +146,9 @@ __all__ = [
     "check_session_id",
     "compaction_summary_message",
     "context_from_entries",
+    "copy_session",
     "fork_session",
+    "session_copy_bytes",
     "migrate",
     "migrate_file",
     "summarize_branch",

@@ -15,11 +15,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import EntryNotFoundError
+import orjson
+
+from ..errors import EntryNotFoundError, NotASessionError
 from ..messages import Message, Usage
 from ..model import Model
 from ..runtime import AbortSignal, LlmContext, StreamFn
@@ -59,6 +62,38 @@ def _require_position(storage: JsonlSessionStorage, entry_id: str | None) -> Non
 
 
 # --------------------------------------------------------------------------------------------- fork
+
+
+def session_copy_bytes(source_path: StrPath, session_id: str) -> bytes:
+    """The bytes of the session file ``source_path`` as the session ``session_id``: every entry line
+    as it is, under a header that names ``session_id`` (recovering a file under another id)."""
+    data = Path(source_path).read_bytes()
+    head, newline, rest = data.partition(b"\n")
+    try:
+        header = orjson.loads(head.removeprefix(b"\xef\xbb\xbf"))
+    except orjson.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise NotASessionError(f"{str(source_path)!r} does not start with a session header")
+    if header.get("id") == session_id:
+        return data
+    return orjson.dumps({**header, "id": session_id}) + newline + rest
+
+
+def copy_session(source_path: StrPath, target_path: StrPath, session_id: str) -> None:
+    """Write the session file ``source_path`` to ``target_path`` as the session ``session_id``
+    (``session_copy_bytes``), synced before it appears; ``FileExistsError`` if the target exists."""
+    data = session_copy_bytes(source_path, session_id)
+    target = Path(target_path)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.copy")
+    try:
+        with open(partial, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.link(partial, target)  # never over a file that is there
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def fork_session(
