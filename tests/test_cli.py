@@ -226,3 +226,46 @@ async def test_a_reader_that_leaves_early_is_not_an_error(deployment: Deployment
         finally:
             os.close(stdout)
         assert (result.returncode, result.stderr) == (0, b""), command
+
+
+def test_sigterm_stops_dev_and_the_server_it_started(tmp_path: Path) -> None:
+    argv = [
+        AGENTCORE,
+        "dev",
+        "--no-chat",
+        "--port",
+        "0",
+        "--no-ui",
+        "--demo-port",
+        "0",
+        "--data-dir",
+        str(tmp_path),
+    ]
+    dev = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    servers: list[str] = []
+    try:
+        assert dev.stderr is not None
+        lines = []
+        for line in dev.stderr:
+            lines.append(line)
+            if "serving until Ctrl-C" in line:
+                break
+        # The server is started from one of the SDK's threads: its parent is that thread.
+        children = [
+            pid
+            for task in Path(f"/proc/{dev.pid}/task").iterdir()
+            for pid in (task / "children").read_text().split()
+        ]
+        servers = [pid for pid in children if "temporal" in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert servers, lines
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(timeout=30) == 143
+        rest = dev.stderr.read()
+        assert "stopping the Temporal dev server" in rest and "Traceback" not in rest, rest
+        for pid in servers:
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    finally:
+        if dev.poll() is None:
+            dev.kill()
+            for pid in servers:
+                os.kill(int(pid), signal.SIGKILL)

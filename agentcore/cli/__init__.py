@@ -231,8 +231,25 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return _fail(str(err), 2)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+async def _run_until_terminated(argv: Sequence[str] | None) -> int:
+    """``run``, cancelled by SIGTERM (docker stop, kill): the command unwinds as on any cancellation,
+    so ``dev`` stops the server it started. Each SIGTERM cancels again; 143 once it has ended."""
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = False
+
+    def terminate() -> None:
+        nonlocal terminated
+        terminated = True
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        return await run(argv)
+    except asyncio.CancelledError:
+        if terminated:
+            return 128 + signal.SIGTERM
+        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,10 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="replace")
-    # SIGTERM (docker stop, kill) unwinds like Ctrl-C, so `dev` stops the server it started.
-    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        code = asyncio.run(run(argv))
+        code = asyncio.run(_run_until_terminated(argv))
     except KeyboardInterrupt:
         code = 130
     # Exit without interpreter finalization: the Temporal SDK's core threads can still be winding

@@ -26,6 +26,7 @@ from ..providers import get_model
 from ..providers.catalog import UnknownModelError
 from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
+from .commands import CliError
 
 DEMO_MODEL_ID = "cellar-demo"
 DEFAULT_DEMO_PORT = 8765
@@ -134,7 +135,14 @@ async def run_dev(args: argparse.Namespace) -> int:
             codec_endpoint=codec_url,
             log_file=data_dir / "temporal.log",
         )
-        await server.start()
+        try:
+            await server.start()
+        except RuntimeError as err:  # the SDK's "did not start within 5s" and the like
+            raise CliError(
+                f"the Temporal dev server did not start ({str(err).split(';')[0]}); "
+                f"its log: {data_dir / 'temporal.log'}",
+                exit_code=2,
+            ) from None
         try:
             # The server puts its UI 1000 ports above its own unless told where.
             ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000

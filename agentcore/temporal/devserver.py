@@ -137,7 +137,7 @@ class DevServer:
             pragmas = [arg for pragma in SQLITE_PRAGMAS for arg in ("--sqlite-pragma", pragma)]
         if self.port is not None:
             extra["port"] = self.port
-        if self.ui_port is not None:
+        if self.ui and self.ui_port is not None:
             extra["ui_port"] = self.ui_port
         codec_args = ["--ui-codec-endpoint", self.codec_endpoint] if self.codec_endpoint and self.ui else []
         # The child inherits this process's stdout/stderr at spawn: point them at the log file then.
