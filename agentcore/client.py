@@ -602,7 +602,7 @@ class DurableAgent:
         """Every event from ``from_offset`` on, with its offset, following continue-as-new.
 
         Resume after a disconnect by passing the last offset seen plus one: nothing is lost or repeated
-        (as long as the offset is still retained by the workflow). The iterator does that itself when
+        (as long as the offset is still retained by the workflow: older ones are skipped, with a warning). The iterator does that itself when
         a poll fails on the way (the server restarting or overloaded: unavailable, timed out): it
         polls again from the next offset, backing off, until ``reconnect_timeout`` passes without a
         poll getting through (None: forever); then the last error is raised.
@@ -621,6 +621,13 @@ class DurableAgent:
                     [EVENTS_TOPIC], from_offset=offset, poll_cooldown=poll_cooldown
                 ):
                     failing_since, pause = None, RECONNECT_FIRST_PAUSE
+                    if item.offset > offset:
+                        # The workflow keeps the newest events only (``ConversationLimits``): say what
+                        # this subscriber will never see rather than skip it silently.
+                        logger.warning(
+                            "%r: events %d-%d are no longer retained; continuing from %d",
+                            self.session_id, offset, item.offset - 1, item.offset,
+                        )  # fmt: skip
                     offset = item.offset + 1
                     yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
                 return

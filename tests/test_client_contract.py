@@ -220,3 +220,20 @@ async def test_a_model_call_that_fails_every_attempt_says_so(temporal_client: Cl
     assert state.messages[-1].error_message == (  # type: ignore[union-attr]
         "HTTP 529 from loopback: Overloaded (retryable, but every attempt failed)"
     )
+
+
+async def test_events_no_longer_retained_are_skipped_with_a_warning(
+    temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    limits = FAST_LIMITS.model_copy(update={"retained_events": 15})
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_answer), limits=limits) as h:
+        agent = await h.agents.start("forgetful", AgentOptions(model=scripted_model()))
+        for question in ("one", "two", "three"):
+            await agent.prompt(question)
+            await agent.wait_for_idle(timeout=20)
+        with caplog.at_level(logging.WARNING, logger="agentcore.client"):
+            offset, _ = await anext(agent.events(0))
+        assert offset > 0
+        assert [r.getMessage() for r in caplog.records] == [
+            f"'forgetful': events 0-{offset - 1} are no longer retained; continuing from {offset}"
+        ]
