@@ -334,7 +334,7 @@ class Agent:
     def _queued_message(self, message: str | Message | dict[str, Any]) -> Message:
         if isinstance(message, str):
             return self._user_message(message)
-        return parse_message(message)
+        return _user_only(parse_message(message), "a steering or follow-up message")
 
     def _prompt_messages(
         self, input: PromptInput, images: Sequence[ImageContent | dict[str, Any]] | None
@@ -344,8 +344,8 @@ class Agent:
         if images:
             raise TypeError("images go with a text prompt: prompt(text, images=[...])")
         if isinstance(input, dict) or not isinstance(input, Sequence):
-            return [parse_message(input)]
-        messages = [parse_message(message) for message in input]
+            return [_user_only(parse_message(input), "a prompt")]
+        messages = [_user_only(parse_message(message), "a prompt") for message in input]
         if not messages:
             raise ValidationError("prompt: at least one message is required")
         return messages
@@ -366,3 +366,10 @@ def _in_process_tools(tools: Sequence[Any]) -> list[AgentTool | ToolSpec]:
             )
         checked.append(tool)
     return checked
+
+
+def _user_only(message: Message, what: str) -> Message:
+    """SPEC-7.1: what a person sends is a user message (as the durable client refuses too)."""
+    if message.role != "user":
+        raise InvalidMessageRoleError(f"{what} takes user messages, not {message.role!r}")
+    return message

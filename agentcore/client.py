@@ -262,8 +262,11 @@ class AgentClient:
         return DurableAgent(self, handle)
 
     async def list(self, query: str | None = None, *, limit: int = 100) -> list[SessionSummary]:
-        """Conversations, newest first: status, and model / message count / cost where indexed."""
-        clause = f'WorkflowType = "{WORKFLOW_NAME}"' + (f" AND ({query})" if query else "")
+        """Conversations, newest first: status, and model / message count / cost where indexed.
+        One row each: the runs a conversation continued-as-new from are left out."""
+        clause = f'WorkflowType = "{WORKFLOW_NAME}" AND ExecutionStatus != "ContinuedAsNew"' + (
+            f" AND ({query})" if query else ""
+        )
         summaries = []
         async for execution in self.client.list_workflows(clause, limit=limit):
             attributes = {key.name: value for key, value in execution.typed_search_attributes}

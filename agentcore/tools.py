@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .messages import ToolResultContent, Usage, WireModel
 from .model import ToolExecutionMode
 
-TOOL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+TOOL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")  # whole name: fullmatch
 # A provider whose model sent tool arguments that are not a JSON object keeps the raw text under this
 # key, so validation can report exactly what the model sent (INVALID_PARAMETERS) instead of guessing.
 RAW_ARGUMENTS_KEY = "__raw_arguments__"
@@ -42,7 +42,7 @@ class AgentToolResult(WireModel):
 
 
 def _check_name(value: str) -> str:
-    if not TOOL_NAME_RE.match(value):
+    if not TOOL_NAME_RE.fullmatch(value):
         raise ValueError(f"tool name {value!r} must match ^[a-zA-Z_][a-zA-Z0-9_]*$")
     return value
 

@@ -378,3 +378,23 @@ async def test_default_stream_fn_is_looked_up_in_providers_at_call_time(
     await agent.prompt("hi")
     assert said(agent.messages[-1]) == "from the provider registry"
     assert len(model.calls) == 1
+
+
+async def test_what_a_person_sends_must_be_user_messages() -> None:
+    agent = Agent(model=MODEL, stream_fn=ScriptedModel([text("hi")]))
+    reply = AssistantMessage(api=MODEL.api, provider=MODEL.provider, model=MODEL.id, timestamp=1)
+    for bad in (reply, [user("hello"), reply]):
+        with pytest.raises(InvalidMessageRoleError, match="'assistant'"):
+            await agent.prompt(bad)
+    with pytest.raises(InvalidMessageRoleError):
+        agent.steer(reply)
+    with pytest.raises(InvalidMessageRoleError):
+        agent.follow_up(reply)
+    assert agent.get_state().messages == []
+
+
+def test_a_tool_name_is_checked_whole() -> None:
+    from pydantic import ValidationError as PydanticValidationError
+
+    with pytest.raises(PydanticValidationError):
+        make_tool("foo\n")
