@@ -156,17 +156,17 @@ class BranchActivities:
                 stored[1] if len(stored) > 1 and isinstance(stored[1], BranchSummaryEntry) else None
             )
             leaf_id = summary_entry.id if summary_entry is not None else inp.target_entry_id
-            context = storage.build_context(leaf_id) if leaf_id is not None else None
-            return BranchResult(
+            result = BranchResult(
                 leaf_id=leaf_id,
                 summary=summary_entry.summary if summary_entry is not None else None,
                 summary_entry=summary_entry,
-                messages=context.messages if context is not None else [],
-                message_entry_ids=list(context.message_entry_ids) if context is not None else [],
-                model=context.model if context is not None else None,
-                thinking_level=context.thinking_level if context is not None else None,
-                active_tools=context.active_tools if context is not None else None,
-                system_prompt=context.system_prompt if context is not None else None,
             )
+            if leaf_id is None:
+                return result  # the start: no messages, no settings
+            context = storage.build_context(leaf_id)
+            result.messages, result.message_entry_ids = context.messages, list(context.message_entry_ids)
+            result.model, result.thinking_level = context.model, context.thinking_level
+            result.active_tools, result.system_prompt = context.active_tools, context.system_prompt
+            return result
 
         return await self.store.write(inp.session_id, None, record)

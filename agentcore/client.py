@@ -312,7 +312,7 @@ class AgentClient:
         prompt it records. The file is placed in the sessions directory the workers use, under the
         session id (``session_id`` or the id in its header): by this client when it was given that
         directory (``sessions_dir``), else by a worker, which must then be able to read
-        ``session_path`` (the conversation's ``error_message`` says so if it cannot).
+        ``session_path`` (``SessionNotFoundError`` / ``SessionExistsError`` if it cannot place it).
         """
         path = Path(session_path)
         with JsonlSessionStorage.open(path) as storage:
@@ -605,8 +605,8 @@ class DurableAgent:
         """Every event from ``from_offset`` on, with its offset, following continue-as-new.
 
         Resume after a disconnect by passing the last offset seen plus one: nothing is lost or repeated
-        (as long as the offset is still retained by the workflow: older ones are skipped, with a warning). The iterator does that itself when
-        a poll fails on the way (the server restarting or overloaded: unavailable, timed out): it
+        (as long as the offset is still retained by the workflow: older ones are skipped, with a
+        warning). The iterator does that itself when a poll fails on the way (the server restarting or overloaded: unavailable, timed out): it
         polls again from the next offset, backing off, until ``reconnect_timeout`` passes without a
         poll getting through (None: forever); then the last error is raised.
 

@@ -54,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
-from .state import PATCH_INDEX_RUNNING_WHEN_SEEN
+from .state import PATCH_INDEX_RUNNING_WHEN_SEEN, _failure
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
@@ -351,9 +351,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         except ActivityError as err:
             # Without its file the conversation has nowhere to write (and a different file under its
             # name must not be written to): it ends here, saying why; ``recover`` raises that.
-            cause = err.cause
-            code = cause.type if isinstance(cause, ApplicationError) and cause.type else errors.SESSION_ERROR
-            reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            code, reason = _failure(err, errors.SESSION_ERROR)
             self.import_error = ApplicationError(
                 f"the session file could not be imported: {reason}", type=code, non_retryable=True
             )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -83,6 +83,15 @@ BASELINE_2_PATCHES = BASELINE_PATCHES | {"paced-flush-v1"}
 PATCH_BASELINE_3 = "patch-baseline-v3"
 BASELINE_3_PATCHES = BASELINE_2_PATCHES | {"branch-keeps-settings-v1"}
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
+    """An activity's failure as ``(code, message)``: its ApplicationError's type and message, else
+    ``default_code`` and the error's text."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return cause.type or default_code, cause.message
+    return default_code, str(cause or err)
 
 
 def _refuse(code: str, message: str) -> ApplicationError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.transcript import add_entry_usage_to_stats
 
 from . import policies
-from .state import ConversationState, _refuse
+from .state import ConversationState, _failure, _refuse
 
 COMPACT_ACTIVITY = "session.compact"  # don't rename: recorded in histories
 BRANCH_ACTIVITY = "session.branch"  # don't rename: recorded in histories
@@ -137,13 +137,8 @@ class TreeHandlers(ConversationState):
                 summary=f"branch to {request.target_entry_id or 'start'}",
             )
         except ActivityError as err:
-            cause = err.cause
-            code = (
-                cause.type if isinstance(cause, ApplicationError) and cause.type else errors.VALIDATION_ERROR
-            )
-            raise _refuse(
-                code, f"branch failed: {cause.message if isinstance(cause, ApplicationError) else err}"
-            ) from None
+            code, reason = _failure(err, errors.VALIDATION_ERROR)
+            raise _refuse(code, f"branch failed: {reason}") from None
         finally:
             self.compacting = False
         self.transcript.mark_written(entries)
