@@ -29,6 +29,7 @@ from activities.compaction import BranchActivities, CompactionActivities
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
+from agentcore.temporal.payloads import PAYLOADS_SUBDIR
 from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free, skip_no_op_payload_visits
 from agentcore.tools import AgentTool, ToolRegistry
 from workflows import ConversationWorkflow
@@ -59,14 +60,20 @@ def create_worker(
     sessions_dir: str | Path = ".agentcore/sessions",
     stream_fn: StreamFn | None = None,
     get_api_key: GetApiKey | None = None,
+    payloads_dir: str | Path | None = None,
     **worker_options: Any,
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
 
     ``tools`` is the registry the conversations' ``AgentOptions.tools`` name; ``stream_fn`` replaces
     the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
+    Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
+    ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
+    see ``agentcore.temporal.payloads``.
     """
-    client = ensure_data_converter(client)
+    if payloads_dir is None:
+        payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
+    client = ensure_data_converter(client, payloads_dir)
     skip_no_op_payload_visits()
     registry = ToolRegistry(list(tools))
     store = SessionStore(sessions_dir)

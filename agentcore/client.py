@@ -74,6 +74,7 @@ from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_sess
 from .session.branching import copy_session, fork_session
 from .state import AgentOptions
 from .temporal.connect import ensure_data_converter, search_attribute_keys
+from .temporal.payloads import PAYLOADS_SUBDIR
 from .tools import AgentTool, ToolSpec
 from .transcript import newest_within
 
@@ -155,8 +156,13 @@ class AgentClient:
         task_queue: str = "agentcore",
         sessions_dir: str | Path | None = None,
         limits: ConversationLimits | None = None,
+        payloads_dir: str | Path | None = None,
     ) -> None:
-        self.client = ensure_data_converter(client)
+        # A prompt of 256 KB or more (an image, say) goes to the workers' payload store when this
+        # client can reach it (default: beside the sessions); without one it is sent inline.
+        if payloads_dir is None and sessions_dir is not None:
+            payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
+        self.client = ensure_data_converter(client, payloads_dir)
         self.task_queue = task_queue
         self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
         self.limits = limits or ConversationLimits()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from temporalio.client import Client
@@ -13,6 +14,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, SerializationContext
 
 from ..search_attributes import SEARCH_ATTRIBUTES
+from .payloads import with_payload_store
 
 
 class AgentcorePayloadConverter(PydanticPayloadConverter):
@@ -68,15 +70,20 @@ async def connect(address: str | None = None, *, namespace: str | None = None, *
     )
 
 
-def ensure_data_converter(client: Client) -> Client:
-    """The same connection with the pydantic converter (a client made without it cannot decode us)."""
-    if client.data_converter.payload_converter_class is DATA_CONVERTER.payload_converter_class:
+def ensure_data_converter(client: Client, payloads_dir: str | Path | None = None) -> Client:
+    """The same connection with the pydantic converter (a client made without it cannot decode us),
+    storing large payloads in ``payloads_dir`` when given (see ``agentcore.temporal.payloads``)."""
+    converter = client.data_converter
+    if converter.payload_converter_class is not DATA_CONVERTER.payload_converter_class:
+        # Keep the client's codec (encryption) and storage: only the payload converter is swapped.
+        converter = dataclasses.replace(
+            DATA_CONVERTER, payload_codec=converter.payload_codec, external_storage=converter.external_storage
+        )
+    converter = with_payload_store(converter, payloads_dir)
+    if converter is client.data_converter:
         return client
     config = client.config()
-    # Keep the client's codec (encryption): only the payload converter is swapped.
-    config["data_converter"] = dataclasses.replace(
-        DATA_CONVERTER, payload_codec=client.data_converter.payload_codec
-    )
+    config["data_converter"] = converter
     return Client(**config)
 
 

@@ -13,7 +13,9 @@ still runs sandboxed, with the same restrictions.
 activation and completion three times each (codec, external storage, storage references), awaiting a
 call per payload, even when the converter has neither a codec nor external storage and every call
 returns its input (14 % of the samples in the same profile; the bench's A/B could not tell its gain
-from run-to-run noise, so it is kept for being free, not for a measured figure).
+from run-to-run noise, so it is kept for being free, not for a measured figure). With agentcore's
+payload store (``agentcore.temporal.payloads``) the passes run only for a completion big enough to
+hold a payload to store, or an activation holding a stored payload's reference.
 """
 
 from __future__ import annotations
@@ -33,15 +35,22 @@ from temporalio.converter import (
     DataConverter,
     SerializationContext,
     StorageDriverStoreContext,
+    StorageDriverWorkflowInfo,
     WorkflowSerializationContext,
 )
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from .payloads import is_directory_store
+
 
 def is_context_free(converter: DataConverter) -> bool:
-    """True when ``converter`` serializes the same way whatever the serialization context."""
-    if converter.external_storage is not None:
+    """True when ``converter`` serializes the same way whatever the serialization context.
+
+    External storage asks which workflow or activity a payload goes to; agentcore's payload store
+    (``agentcore.temporal.payloads``) only asks whether it goes to one, which
+    :class:`_ContextFreeInstance` answers."""
+    if converter.external_storage is not None and not is_directory_store(converter.external_storage):
         return False
     probes: list[SerializationContext] = [
         WorkflowSerializationContext(namespace="default", workflow_id="probe"),
@@ -74,8 +83,17 @@ class _ContextFreeInstance(WorkflowInstance):
         return None
 
     def get_external_store_context(self, command_info: Any) -> StorageDriverStoreContext:
-        # Only read by external storage, which a context-free converter does not have.
-        return StorageDriverStoreContext(target=None)
+        # Read by agentcore's payload store only (see ``is_context_free``): a payload that goes with a
+        # command (an activity's input) may be stored; one without (an update's result, a query's
+        # answer, read by clients that may not reach the store) has no target and stays inline.
+        if command_info is None:
+            return StorageDriverStoreContext(target=None)
+        info = self._inner.get_info()
+        return StorageDriverStoreContext(
+            target=StorageDriverWorkflowInfo(
+                namespace=info.namespace, id=info.workflow_id, run_id=info.run_id, type=info.workflow_type
+            )
+        )
 
     def get_info(self) -> temporalio.workflow.Info:
         return self._inner.get_info()
@@ -95,15 +113,30 @@ class ContextFreeSandboxedRunner(SandboxedWorkflowRunner):
         return _ContextFreeInstance(super().create_instance(det))
 
 
-def _has_no_payload_transform(converter: DataConverter) -> bool:
-    return converter.payload_codec is None and converter.external_storage is None
+# How a stored payload's reference names itself (the message type in its metadata).
+_REFERENCE_MARK = b"temporal.api.sdk.v1.ExternalStorageReference"
+
+
+def _changes_nothing(message: Any, converter: DataConverter, encoding: bool) -> bool:
+    """Whether every payload of ``message`` would come out of the SDK's passes as it went in."""
+    if converter.payload_codec is not None:
+        return False
+    storage = converter.external_storage
+    if storage is None:
+        return True
+    if not is_directory_store(storage):
+        return False
+    if encoding:  # nothing to store when the whole completion is under the size at which one is stored
+        return bool(message.ByteSize() < storage.payload_size_threshold)
+    return _REFERENCE_MARK not in message.SerializeToString()  # nothing to fetch
 
 
 def _skipping(visit: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    encoding = visit.__name__ == "encode_completion"
+
     @functools.wraps(visit)
     async def skip_or_visit(message: Any, data_converter: DataConverter, *args: Any, **kwargs: Any) -> Any:
-        if _has_no_payload_transform(data_converter):
-            # Each pass would hand every payload back unchanged (no codec, no external storage).
+        if _changes_nothing(message, data_converter, encoding):
             return temporalio.converter._extstore.StorageOperationMetrics()
         return await visit(message, data_converter, *args, **kwargs)
 
@@ -115,7 +148,8 @@ def skip_no_op_payload_visits() -> bool:
     """Make the SDK's workflow payload passes return at once for converters that transform nothing.
 
     Process-wide and idempotent; a worker whose converter has a codec or external storage still gets
-    every pass. Returns False (and changes nothing) if this SDK version lays the passes out otherwise.
+    every pass, except with agentcore's payload store alone: then a completion smaller than the size
+    at which a payload is stored, or an activation holding no stored payload's reference, skips them. Returns False (and changes nothing) if this SDK version lays the passes out otherwise.
     One check goes with the skipped passes: a payload a client stored externally reaching a worker
     without external storage fails to decode as that payload's type instead of with TMPRL1105.
     """
