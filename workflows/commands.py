@@ -10,6 +10,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
+    from agentcore.budget import newest_within, oldest_within
     from agentcore.messages import AssistantMessage
     from agentcore.partial import apply_delta
     from agentcore.protocol import (
@@ -221,14 +222,17 @@ class CommandHandlers(ConversationState):
 
     @workflow.query(name="get_state")
     def get_state(self) -> DurableState:
+        # The newest messages within the answer's budget (all of them, unless tool output is large):
+        # ``first_message_index`` says where they start; ``get_messages`` pages through the rest.
+        skipped, messages = newest_within(self.transcript.messages)
         return DurableState(
             session_id=self.session_id,
             system_prompt=self.config.system_prompt,
             model=self.config.model,
             thinking_level=self.config.thinking_level,
             tools=self.config.tools,
-            messages=self.transcript.messages,
-            first_message_index=self.transcript.first_message_index,
+            messages=messages,
+            first_message_index=self.transcript.first_message_index + skipped,
             message_count=self.transcript.message_count,
             is_streaming=self.running,
             streaming_message=self._streaming_partial(),
@@ -269,12 +273,14 @@ class CommandHandlers(ConversationState):
             if query.end is None
             else min(query.end, self.transcript.message_count)
         )
-        window = slice(start - first, max(start, end) - first)
+        # As many as the answer's budget holds, from ``start`` on (at least one): page on from
+        # ``start + len(messages)``.
+        messages = oldest_within(self.transcript.messages[start - first : max(start, end) - first])
         return MessagesPage(
-            messages=self.transcript.messages[window],
+            messages=messages,
             start=start,
             total=self.transcript.message_count,
-            entry_ids=self.transcript.entry_ids[window],
+            entry_ids=self.transcript.entry_ids[start - first : start - first + len(messages)],
         )
 
     @workflow.query(name="get_session_stats")

@@ -397,9 +397,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self.stream._detaching = False
             return
         self._release_events()
-        self._truncate_events(
-            keep=self.limits.retained_events // 5, keep_bytes=self.limits.carried_message_bytes // 4
-        )
+        self._truncate_events(keep=self.limits.retained_events // 5)
+        stream_state = self._carried_events(self.limits.carried_message_bytes)
         messages, entry_ids, first_index = self.transcript.carry_tail(
             self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
         )
@@ -424,4 +423,4 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             stats=self.stats,
             last_model_call_quick=self.runtime.last_call_quick,
         )
-        workflow.continue_as_new(args=[carry, self.stream.get_state()])
+        workflow.continue_as_new(args=[carry, stream_state])

@@ -7,15 +7,28 @@ in ``commands.py`` and ``tree.py`` as if they were written on ``ConversationWork
 from __future__ import annotations
 
 import asyncio
+import base64
+import dataclasses
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.workflow_streams import (
+    PublishInput,
+    WorkflowStream,
+    WorkflowStreamState,
+)
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
+    from agentcore.budget import (
+        EVENT_MAX_BYTES,
+        EVENT_MAX_BYTES_UNDER_PRESSURE,
+        HISTORY_PRESSURE_BYTES,
+        shrink_to_fit,
+    )
     from agentcore.events import (
         AgentEvent,
         CompactionEndEvent,
@@ -92,6 +105,19 @@ def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
     if isinstance(cause, ApplicationError):
         return cause.type or default_code, cause.message
     return default_code, str(cause or err)
+
+
+def _fitted(item: Any, limit: int) -> Any:
+    """``item`` (a ``PublishEntry`` or a carried log item: an event as base64 of its payload) with the
+    event cut to ``limit`` bytes if it is larger."""
+    if len(item.data) * 3 // 4 <= limit:
+        return item
+    converter = workflow.payload_converter()
+    raw = Payload()
+    raw.ParseFromString(base64.b64decode(item.data))
+    event = converter.from_payloads([raw], [AgentEvent])[0]  # type: ignore[list-item]
+    fitted = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+    return dataclasses.replace(item, data=base64.b64encode(fitted.SerializeToString()).decode())
 
 
 def _refuse(code: str, message: str) -> ApplicationError:
@@ -172,11 +198,31 @@ class ConversationState:
     def _next_event_offset(self) -> int:
         return self.stream._on_offset() + len(self._unreleased)
 
+    def _event_limit(self) -> int:
+        """How large an event may be (``agentcore.budget``): smaller once the run's history is large.
+
+        The events retained in the stream count as history already: a subscriber slower than the
+        run reads them later, each poll answer recording them, so a run that releases large events
+        faster than they are read would otherwise pass the pressure mark by all of its backlog."""
+        self._measure_log()
+        if workflow.info().get_current_history_size() + self._log_bytes > HISTORY_PRESSURE_BYTES:
+            return EVENT_MAX_BYTES_UNDER_PRESSURE
+        return EVENT_MAX_BYTES
+
     def _release_events(self) -> None:
-        """Move published events into the stream, where subscribers' polls see them."""
+        """Move published events into the stream, where subscribers' polls see them.
+
+        Converted here rather than by the stream, the same way, so that an event too large for a
+        poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
         unreleased, self._unreleased = self._unreleased, []
+        converter = workflow.payload_converter()
         for event in unreleased:
-            self.events.publish(event)
+            payload = converter.to_payloads([event])[0]
+            if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
+                limit = self._event_limit()
+                if payload.ByteSize() > limit:
+                    payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+            self.events.publish(payload)
 
     async def _release_when_waiting(self) -> None:
         """Release events whenever the workflow waits, except on a local activity or a quiet model call.
@@ -206,10 +252,16 @@ class ConversationState:
                 self._index()
 
     def _on_stream_publish(self, payload: PublishInput) -> None:
-        """Events published from outside (model deltas, remote tool progress) go after the held ones."""
+        """Events published from outside (model deltas, remote tool progress) go after the held ones.
+
+        An event too large for a poll's answer (a tool's progress can carry anything) is cut first."""
         self.model_hold = False
         if self._unreleased:
             self._release_events()
+        # Base64 of the serialized payload: 4 characters for 3 bytes.
+        if any(len(item.data) * 3 // 4 > EVENT_MAX_BYTES_UNDER_PRESSURE for item in payload.items):
+            limit = self._event_limit()
+            payload = dataclasses.replace(payload, items=[_fitted(item, limit) for item in payload.items])
         self.stream._on_publish(payload)
 
     def _take_steering(self) -> list[Message]:
@@ -245,13 +297,10 @@ class ConversationState:
         )
         return result.tools, result.unknown
 
-    def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
-        """Bound the retained event log by count and by bytes (events can carry large tool output;
-        the log is memory now and continue-as-new input later, which must stay far below 2 MB):
-        keep its longest tail within both."""
-        max_events = self.limits.retained_events if keep is None else keep
-        max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
-        # WorkflowStream exposes no size view of its log; read it (never mutate it) to pick the cut.
+    def _measure_log(self) -> None:
+        """Bring ``_log_sizes`` and ``_log_bytes`` up to the stream's log, sizing new items only.
+
+        WorkflowStream exposes no size view of its log; this reads it, never mutates it."""
         log = self.stream._log
         end = self.stream._on_offset()
         base = end - len(log)
@@ -265,10 +314,40 @@ class ConversationState:
             sizes.append(size)
             self._log_bytes += size
         self._sized_to = end
+
+    def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
+        """Bound the retained event log by count and by bytes (events can carry large tool output;
+        the log is memory now and continue-as-new input later, which must stay far below 2 MB):
+        keep its longest tail within both."""
+        max_events = self.limits.retained_events if keep is None else keep
+        max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
+        self._measure_log()
+        log = self.stream._log
+        end = self.stream._on_offset()
+        sizes = self._log_sizes
         while sizes and (len(sizes) > max_events or self._log_bytes > max_bytes):
             self._log_bytes -= sizes.popleft()
         if len(sizes) < len(log):
             self.stream.truncate(end - len(sizes))
+
+    def _carried_events(self, max_bytes: int) -> WorkflowStreamState:
+        """The stream's state for continue-as-new: its newest events within ``max_bytes``.
+
+        A large event is cut (to a twentieth of the budget) rather than dropped whole: a subscriber still
+        reading the run that just ended then gets each of its events, ``agent_end`` included, with
+        large tool output shortened (the session file has it), instead of waiting for events that
+        never come."""
+        state = self.stream.get_state()
+        log = [_fitted(item, max_bytes // 20) for item in state.log]
+        kept, total = 0, 0
+        for item in reversed(log):
+            total += len(item.data) * 3 // 4
+            if total > max_bytes:
+                break
+            kept += 1
+        return dataclasses.replace(
+            state, log=log[len(log) - kept :], base_offset=state.base_offset + len(log) - kept
+        )
 
     def _busy(self) -> bool:
         return self.running or self.compacting or self.pending_run is not None

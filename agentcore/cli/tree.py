@@ -6,13 +6,23 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 
+from ..protocol import MessagesPage
 from .commands import agents_for, attached
 
 
 async def cmd_messages(args: argparse.Namespace) -> int:
     """One line per message in the current context, with the entry id branch/fork/label take."""
     agent = await attached(args)
-    page = await agent.get_messages(args.start)
+    start = args.start
+    while True:  # a page holds what fits in one answer (large tool output makes pages short)
+        page = await agent.get_messages(start)
+        _print_messages(page)
+        start = max(start, page.start) + len(page.messages)
+        if not page.messages or start >= page.total:
+            return 0
+
+
+def _print_messages(page: MessagesPage) -> None:
     for index, (entry_id, message) in enumerate(zip(page.entry_ids, page.messages, strict=True), page.start):
         text = getattr(message, "text", "") or ""
         if message.role == "assistant":
@@ -22,7 +32,6 @@ async def cmd_messages(args: argparse.Namespace) -> int:
             text = f"{message.tool_name}: {text}"
         line = " ".join(text.split())
         print(f"{index:>4}  {entry_id or '-':<32}  {message.role:<10}  {line[:90]}")
-    return 0
 
 
 async def cmd_compact(args: argparse.Namespace) -> int:
