@@ -121,3 +121,20 @@ async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
             wrong.stop()
     finally:
         server.stop()
+
+
+async def test_stored_payloads_are_encrypted_too(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    # The codec runs before the payload store: files beside the sessions hold ciphertext only.
+    config = temporal_env.client.config()
+    config["data_converter"] = with_codec(DATA_CONVERTER, EncryptionCodec(os.urandom(32)))
+    client = Client(**config)
+    model = ScriptedModel(lambda context: text(f"read {len(context.messages[-1].text)}"))
+    async with running_worker(client, tmp_path, model) as h:
+        agent = await h.agents.start("encrypted-big", AgentOptions(model=scripted_model()))
+        big = f"{SECRET} " * 40_000  # 400 KB: stored, not inline
+        await agent.prompt(big)
+        await agent.wait_for_idle()
+        assert (await agent.get_state()).messages[-1].text == f"read {len(big)}"  # type: ignore[union-attr]
+        stored = list((h.sessions_dir / ".payloads").iterdir())
+    assert stored and all(b"PLUM-4417" not in path.read_bytes() for path in stored)
+    assert any(b"binary/encrypted" in path.read_bytes() for path in stored)
