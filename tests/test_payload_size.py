@@ -7,11 +7,13 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 from temporalio.client import Client
 
 from agentcore import AgentOptions, AgentTool, AgentToolResult
 from agentcore.budget import EVENT_MAX_BYTES, EVENT_MAX_BYTES_UNDER_PRESSURE
+from agentcore.cli import run
 from agentcore.messages import TextContent
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
@@ -98,7 +100,9 @@ async def test_six_large_tool_results_in_one_turn(temporal_client: Client, tmp_p
         assert max(event.ByteSize() for event in history.events) < EVENT_MAX_BYTES * 2
 
 
-async def test_get_messages_pages_through_a_large_transcript(temporal_client: Client, tmp_path: Path) -> None:
+async def test_get_messages_pages_through_a_large_transcript(
+    temporal_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with running_worker(
         temporal_client, tmp_path, ScriptedModel(_six_at_once), tools=[dump_tool()]
     ) as h:
@@ -108,14 +112,25 @@ async def test_get_messages_pages_through_a_large_transcript(temporal_client: Cl
         state = await agent.get_state()
         assert state.first_message_index > 0, "get_state answers with the newest messages that fit"
         seen: list[Any] = []
-        start = 0
+        start = pages = 0
         while start < state.message_count:
+            pages += 1
             page = await agent.get_messages(start)
             assert page.start == start and page.messages and len(page.entry_ids) == len(page.messages)
             seen.extend(page.messages)
             start += len(page.messages)
+        assert pages >= 3, "3 MB of tool output takes several 1 MB answers"
         assert [m.role for m in seen] == ["user", "assistant"] + ["toolResult"] * 6 + ["assistant"]
         assert [len(m.text) for m in seen[2:8]] == [500 * KB] * 6  # type: ignore[union-attr]
+        # So does `agentcore messages`: one line per message, in order, across its pages.
+        capsys.readouterr()
+        argv = ["--address", temporal_client.service_client.config.target_host, "--task-queue", h.task_queue]
+        argv += ["--data-dir", str(tmp_path), "--sessions-dir", str(h.sessions_dir), "messages", "big-pages"]
+        assert await run(argv) == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert [int(row[0]) for row in rows] == list(range(9))
+        assert [row[2] for row in rows] == [m.role for m in seen]
+        assert [row[4][:3] for row in rows[2:8]] == [c * 3 for c in "abcdef"]
 
 
 def _one_per_turn(turns: int) -> Any:
