@@ -33,6 +33,8 @@ HISTORY_PRESSURE_BYTES = 8 * 1024 * 1024
 EVENT_MAX_BYTES_UNDER_PRESSURE = 16 * 1024
 # Messages in one query answer (JSON bytes, estimated): well under the 2 MB limit.
 ANSWER_MAX_BYTES = 1024 * 1024
+# The message being streamed, answered beside them by ``get_state`` (its longest strings cut beyond).
+STREAMING_MAX_BYTES = 384 * 1024
 CUT_NOTE = "\n[{count} characters left out here; the session file holds them all]"
 _MIN_KEPT = 256  # characters every cut string keeps
 

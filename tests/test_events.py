@@ -216,3 +216,33 @@ async def test_a_quick_retry_loses_no_event(temporal_client: Client, tmp_path: P
             assert "llm_retry" in types, types
             deltas = [e for e in events[types.index("llm_retry") :] if e.type == "message_update"]
             assert any("quick answer" in str(e.assistant_message_event) for e in deltas), types  # type: ignore[union-attr]
+
+
+def test_folding_many_deltas_at_once_gives_what_folding_each_gives() -> None:
+    from agentcore.messages import AssistantMessage
+    from agentcore.partial import apply_delta, apply_deltas
+
+    deltas: list[dict] = [{"type": "thinking_start", "content_index": 0}]
+    deltas += [{"type": "thinking_delta", "content_index": 0, "delta": f"t{i} "} for i in range(50)]
+    deltas += [{"type": "thinking_end", "content_index": 0, "content": "thought"}]
+    deltas += [{"type": "text_delta", "content_index": 1, "delta": f"w{i} "} for i in range(20_000)]
+    deltas += [
+        {"type": "text_delta", "content_index": 7, "delta": "gap"},
+        {"type": "bogus", "content_index": 1},
+    ]
+    deltas += [
+        {"type": "toolcall_start", "content_index": 2},
+        {"type": "text_delta", "content_index": 2, "delta": "x"},
+    ]
+    deltas += [{"type": "text_delta", "content_index": 1, "delta": "!"}]
+
+    def empty() -> AssistantMessage:
+        return AssistantMessage(api="a", provider="p", model="m", content=[], stop_reason="stop", timestamp=1)
+
+    one_by_one, at_once = empty(), empty()
+    for delta in deltas:
+        apply_delta(one_by_one, delta)
+    apply_deltas(at_once, deltas)
+    assert at_once == one_by_one
+    assert at_once.content[0].thinking == "thought"  # type: ignore[union-attr]
+    assert at_once.content[1].text.endswith("w19999 !") and len(at_once.content) == 8  # type: ignore[union-attr]

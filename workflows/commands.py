@@ -6,13 +6,15 @@ reaches history; handlers only change state, the main loop in ``conversation.py`
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
-    from agentcore.budget import newest_within, oldest_within
+    from agentcore.budget import STREAMING_MAX_BYTES, newest_within, oldest_within, shrink_to_fit
     from agentcore.messages import AssistantMessage
-    from agentcore.partial import apply_delta
+    from agentcore.partial import apply_deltas
     from agentcore.protocol import (
         AbortRequest,
         Accepted,
@@ -250,19 +252,21 @@ class CommandHandlers(ConversationState):
         deltas are folded here, on demand, so streaming costs the workflow nothing)."""
         if self.streaming_message is None:
             return None
-        partial = self.streaming_message.model_copy(deep=True)
         converter = workflow.payload_converter()
         start = max(0, self._streaming_from - self.stream._base_offset)
+        deltas: list[dict[str, Any]] = []
         for item in self.stream._log[start:]:
             event = converter.from_payloads([item.data])[0]
             if not isinstance(event, dict):
                 continue
             if event.get("type") == "message_update":
-                apply_delta(partial, event.get("assistant_message_event") or {})
+                deltas.append(event.get("assistant_message_event") or {})
             elif event.get("type") == "llm_retry":
-                # The failed attempt's text is void: the retry streams the message afresh.
-                partial = self.streaming_message.model_copy(deep=True)
-        return partial
+                deltas.clear()  # the failed attempt's text is void: the retry streams the message afresh
+        partial = self.streaming_message.model_copy(deep=True)
+        apply_deltas(partial, deltas)
+        # Within the answer's budget beside the messages (a long answer streams for a while).
+        return shrink_to_fit(partial, STREAMING_MAX_BYTES)
 
     @workflow.query(name="get_messages")
     def get_messages(self, query: MessagesQuery) -> MessagesPage:
