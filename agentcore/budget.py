@@ -10,7 +10,7 @@ is bounded here:
   is one over ``EVENT_MAX_BYTES_UNDER_PRESSURE`` once the run's history is large (poll answers are
   recorded in it);
 - a list of messages answered to a query keeps its newest messages within ``ANSWER_MAX_BYTES``
-  (:func:`newest_within`): ``first_message_index`` says where they start, and ``get_messages`` pages
+  (:func:`newest_in_answer`): ``first_message_index`` says where they start, and ``get_messages`` pages
   through the older ones.
 """
 
@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel
+
+from .transcript import newest_within
 
 # The event stream answers a poll with at most ~1 MB of events, or one event if it is larger; the
 # answer carries them base64-encoded (4/3 of their size) and is recorded in the workflow's history.
@@ -145,32 +147,17 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-def newest_within(messages: Sequence[M], max_bytes: int = ANSWER_MAX_BYTES) -> tuple[int, list[M]]:
-    """The longest tail of ``messages`` within ``max_bytes``, as (index of its first, messages).
+def newest_in_answer(messages: Sequence[M], max_bytes: int = ANSWER_MAX_BYTES) -> tuple[int, list[M]]:
+    """The longest tail of ``messages`` within ``max_bytes`` (estimated), as (index of its first,
+    messages). At least the last message is kept, shrunk if it alone is over."""
+    kept = newest_within(messages, max_bytes, approx_size) or _alone(messages[-1:], max_bytes)
+    return len(messages) - len(kept), kept
 
-    At least the last message is kept, shrunk if it alone is over. Cheap when everything fits: one
-    estimate per message, and a full measure only for a message whose estimate is over."""
-    return _within(messages, max_bytes, newest=True)
 
-
-def oldest_within(messages: Sequence[M], max_bytes: int = ANSWER_MAX_BYTES) -> list[M]:
+def oldest_in_answer(messages: Sequence[M], max_bytes: int = ANSWER_MAX_BYTES) -> list[M]:
     """The longest head of ``messages`` within ``max_bytes`` (at least one, shrunk if over)."""
-    return _within(messages, max_bytes, newest=False)[1]
+    return newest_within(messages[::-1], max_bytes, approx_size)[::-1] or _alone(messages[:1], max_bytes)
 
 
-def _within(messages: Sequence[M], max_bytes: int, *, newest: bool) -> tuple[int, list[M]]:
-    if not messages:
-        return 0, []
-    order = range(len(messages) - 1, -1, -1) if newest else range(len(messages))
-    total = 0
-    taken: list[int] = []
-    for index in order:
-        total += approx_size(messages[index])
-        if taken and total > max_bytes:
-            break
-        taken.append(index)
-    taken.sort()
-    kept = [messages[i] for i in taken]
-    if len(kept) == 1 and approx_size(kept[0]) > max_bytes:
-        kept = [shrink_to_fit(kept[0], max_bytes)]
-    return taken[0], kept
+def _alone(message: Sequence[M], max_bytes: int) -> list[M]:
+    return [shrink_to_fit(m, max_bytes) for m in message]

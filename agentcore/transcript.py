@@ -8,8 +8,8 @@ id, so sending an entry twice (a retried or re-sent batch) is harmless and a los
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from .messages import AssistantMessage, Message
 from .session.entries import (
@@ -127,11 +127,12 @@ class Transcript:
         return kept, self.entry_ids[len(self.messages) - len(kept) :], self.message_count - len(kept)
 
 
-def newest_within(
-    messages: list[Message], max_bytes: int, size_of: Callable[[Message], int]
-) -> list[Message]:
+T = TypeVar("T")
+
+
+def newest_within(messages: Sequence[T], max_bytes: int, size_of: Callable[[T], int]) -> list[T]:
     """The longest suffix of ``messages`` whose sizes add up to at most ``max_bytes``."""
-    kept: list[Message] = []
+    kept: list[T] = []
     total = 0
     for message in reversed(messages):
         total += size_of(message)

@@ -17,7 +17,7 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from agentcore.budget import CUT_NOTE, json_size, newest_within, oldest_within, shrink_to_fit
+from agentcore.budget import CUT_NOTE, json_size, newest_in_answer, oldest_in_answer, shrink_to_fit
 from agentcore.messages import ImageContent, TextContent, ToolResultMessage, UserMessage
 from agentcore.temporal import DATA_CONVERTER
 from agentcore.temporal.payloads import (
@@ -145,11 +145,11 @@ def test_shrink_replaces_images_with_a_line_naming_them() -> None:
 
 def test_answers_keep_the_newest_or_oldest_messages_within_budget() -> None:
     messages = [UserMessage(content=[TextContent(text=c * (300 * KB))], timestamp=1) for c in "abcdef"]
-    first, newest = newest_within(messages, 1024 * KB)
+    first, newest = newest_in_answer(messages, 1024 * KB)
     assert first == 3 and [m.text[0] for m in newest] == ["d", "e", "f"]
-    assert [m.text[0] for m in oldest_within(messages, 1024 * KB)] == ["a", "b", "c"]
-    assert newest_within(messages[:2]) == (0, messages[:2])
-    assert newest_within([]) == (0, [])
+    assert [m.text[0] for m in oldest_in_answer(messages, 1024 * KB)] == ["a", "b", "c"]
+    assert newest_in_answer(messages[:2]) == (0, messages[:2])
+    assert newest_in_answer([]) == (0, [])
     huge = [UserMessage(content=[TextContent(text="z" * (3000 * KB))], timestamp=1)]
-    index, (alone,) = newest_within(huge, 1024 * KB)
+    index, (alone,) = newest_in_answer(huge, 1024 * KB)
     assert index == 0 and json_size(alone) <= 1024 * KB, "one message over the budget is cut, never dropped"

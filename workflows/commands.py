@@ -12,7 +12,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
-    from agentcore.budget import STREAMING_MAX_BYTES, newest_within, oldest_within, shrink_to_fit
+    from agentcore.budget import STREAMING_MAX_BYTES, newest_in_answer, oldest_in_answer, shrink_to_fit
     from agentcore.messages import AssistantMessage
     from agentcore.partial import apply_deltas
     from agentcore.protocol import (
@@ -226,7 +226,7 @@ class CommandHandlers(ConversationState):
     def get_state(self) -> DurableState:
         # The newest messages within the answer's budget (all of them, unless tool output is large):
         # ``first_message_index`` says where they start; ``get_messages`` pages through the rest.
-        skipped, messages = newest_within(self.transcript.messages)
+        skipped, messages = newest_in_answer(self.transcript.messages)
         return DurableState(
             session_id=self.session_id,
             system_prompt=self.config.system_prompt,
@@ -279,7 +279,7 @@ class CommandHandlers(ConversationState):
         )
         # As many as the answer's budget holds, from ``start`` on (at least one): page on from
         # ``start + len(messages)``.
-        messages = oldest_within(self.transcript.messages[start - first : max(start, end) - first])
+        messages = oldest_in_answer(self.transcript.messages[start - first : max(start, end) - first])
         return MessagesPage(
             messages=messages,
             start=start,

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
     from agentcore.tools import ToolSpec
-    from agentcore.transcript import Transcript
+    from agentcore.transcript import Transcript, newest_within
 
 from . import policies
 
@@ -339,15 +339,8 @@ class ConversationState:
         never come."""
         state = self.stream.get_state()
         log = [_fitted(item, max_bytes // 20) for item in state.log]
-        kept, total = 0, 0
-        for item in reversed(log):
-            total += len(item.data) * 3 // 4
-            if total > max_bytes:
-                break
-            kept += 1
-        return dataclasses.replace(
-            state, log=log[len(log) - kept :], base_offset=state.base_offset + len(log) - kept
-        )
+        kept = newest_within(log, max_bytes, lambda item: len(item.data) * 3 // 4)
+        return dataclasses.replace(state, log=kept, base_offset=state.base_offset + len(log) - len(kept))
 
     def _busy(self) -> bool:
         return self.running or self.compacting or self.pending_run is not None

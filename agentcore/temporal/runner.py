@@ -149,7 +149,8 @@ def skip_no_op_payload_visits() -> bool:
 
     Process-wide and idempotent; a worker whose converter has a codec or external storage still gets
     every pass, except with agentcore's payload store alone: then a completion smaller than the size
-    at which a payload is stored, or an activation holding no stored payload's reference, skips them. Returns False (and changes nothing) if this SDK version lays the passes out otherwise.
+    at which a payload is stored, or an activation holding no stored payload's reference, skips them.
+    Returns False (and changes nothing) if this SDK version lays the passes out otherwise.
     One check goes with the skipped passes: a payload a client stored externally reaching a worker
     without external storage fails to decode as that payload's type instead of with TMPRL1105.
     """
