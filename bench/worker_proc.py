@@ -28,7 +28,7 @@ from agentcore import AgentTool, AgentToolResult
 from agentcore.runtime import LlmContext
 from agentcore.temporal import connect
 from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
-from worker import create_worker, tune_gc_for_worker
+from agentcore.worker import create_worker, tune_gc_for_worker
 
 
 class NoopArgs(BaseModel):

@@ -18,8 +18,8 @@ from agentcore.demo import DEMO_SYSTEM_PROMPT, demo_tools
 from agentcore.demo.script import sommelier_responder
 from agentcore.state import AgentOptions
 from agentcore.testing.loopback import LoopbackServer
+from agentcore.worker import create_worker
 from tests.durable_support import FAST_LIMITS
-from worker import create_worker
 
 AGENTCORE = str(Path(sys.executable).parent / "agentcore")
 

@@ -18,7 +18,7 @@ from agentcore.client import AgentClient, DurableAgent
 from agentcore.events import AgentEvent
 from agentcore.protocol import ConversationLimits
 from agentcore.runtime import StreamFn
-from worker import create_worker
+from agentcore.worker import create_worker
 
 
 class AddArgs(BaseModel):

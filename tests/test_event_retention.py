@@ -14,7 +14,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.contrib.workflow_streams._types import WorkflowStreamItem
 
 from agentcore.protocol import ConversationLimits
-from workflows.state import ConversationState
+from agentcore.workflows.state import ConversationState
 
 
 def _stream() -> WorkflowStream:

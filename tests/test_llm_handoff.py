@@ -17,9 +17,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-import activities.llm as llm
-from activities.llm import LlmActivities
-from activities.session import SessionStore
+import agentcore.activities.llm as llm
+from agentcore.activities.llm import LlmActivities
+from agentcore.activities.session import SessionStore
 from agentcore.events import StreamDone, StreamEvent
 from agentcore.messages import AssistantMessage, TextContent, UserMessage
 from agentcore.model import Model

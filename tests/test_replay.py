@@ -15,9 +15,9 @@ from temporalio.worker import Replayer
 from agentcore import AgentOptions
 from agentcore.temporal import DATA_CONVERTER
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from agentcore.worker import workflow_runner
+from agentcore.workflows import ConversationWorkflow
 from tests.durable_support import add_tool, running_worker
-from worker import workflow_runner
-from workflows import ConversationWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -57,8 +57,8 @@ def test_every_patch_but_the_baseline_is_in_it() -> None:
     import importlib
     import pkgutil
 
-    import workflows
-    from workflows.state import (
+    import agentcore.workflows
+    from agentcore.workflows.state import (
         BASELINE_2_PATCHES,
         BASELINE_3_PATCHES,
         BASELINE_PATCHES,
@@ -68,8 +68,8 @@ def test_every_patch_but_the_baseline_is_in_it() -> None:
     )
 
     patches = set()
-    for module_info in pkgutil.iter_modules(workflows.__path__):
-        module = importlib.import_module(f"workflows.{module_info.name}")
+    for module_info in pkgutil.iter_modules(agentcore.workflows.__path__):
+        module = importlib.import_module(f"agentcore.workflows.{module_info.name}")
         patches |= {value for name, value in vars(module).items() if name.startswith("PATCH_")}
     assert patches - {PATCH_BASELINE, PATCH_BASELINE_2, PATCH_BASELINE_3} == BASELINE_3_PATCHES
     # Each baseline is what runs recorded with it took as applied: it never changes.
@@ -82,7 +82,7 @@ async def test_a_new_run_records_one_patch_marker(temporal_client: Client, tmp_p
     ``TemporalChangeVersion`` upsert with it), however many patched paths it takes."""
     from temporalio.api.enums.v1 import EventType
 
-    from workflows.state import PATCH_BASELINE_3
+    from agentcore.workflows.state import PATCH_BASELINE_3
 
     model = ScriptedModel(
         lambda context: (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from activities.session import SessionStore
+from agentcore.activities.session import SessionStore
 from agentcore.messages import UserMessage
 from agentcore.protocol import SessionCreate
 from agentcore.session import JsonlSessionStorage, MessageEntry

@@ -15,7 +15,7 @@ from agentcore.temporal import DATA_CONVERTER
 from agentcore.temporal.codec import EncryptionCodec, with_codec
 from agentcore.temporal.connect import AgentcorePayloadConverter
 from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
-from worker import workflow_runner
+from agentcore.worker import workflow_runner
 
 
 class _ContextCodec(PayloadCodec, WithSerializationContext):

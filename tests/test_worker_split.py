@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 
 from agentcore import AgentOptions
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from worker import AgentWorker, create_worker
+from agentcore.worker import AgentWorker, create_worker
 
 from .durable_support import collect_run, running_worker, sleep_tool
 

@@ -116,7 +116,7 @@ def _codec_server(port: int) -> Iterator[str | None]:
 
 
 async def run_dev(args: argparse.Namespace) -> int:
-    from worker import create_worker
+    from agentcore.worker import create_worker
 
     from ..temporal import DevServer
     from .chat import ChatSession, LineSource, ScriptedLines
@@ -205,7 +205,7 @@ async def attach_or_start(agents: AgentClient, session_id: str, model: Model) ->
 
 
 async def run_worker(args: argparse.Namespace) -> int:
-    from worker import create_worker, tune_gc_for_worker
+    from agentcore.worker import create_worker, tune_gc_for_worker
 
     from . import connect_or_fail
 

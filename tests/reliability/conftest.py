@@ -31,8 +31,8 @@ from agentcore.search_attributes import SEARCH_ATTRIBUTES
 from agentcore.session import JsonlSessionStorage
 from agentcore.temporal import DATA_CONVERTER, connect, dynamic_config_args, find_temporal_binary
 from agentcore.testing.scripted import scripted_model
-from worker import workflow_runner
-from workflows import ConversationWorkflow
+from agentcore.worker import workflow_runner
+from agentcore.workflows import ConversationWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "histories"

@@ -39,7 +39,7 @@ from agentcore.session import storage as session_storage
 from agentcore.temporal import connect
 from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
 from agentcore.tool_context import current_tool_context
-from worker import create_worker
+from agentcore.worker import create_worker
 
 PID = os.getpid()
 

@@ -1,0 +1,241 @@
+"""The agentcore worker: the conversation workflow, its activities, and your tools.
+
+    agentcore worker / python worker.py   # TEMPORAL_ADDRESS set: serve that cluster; unset: embedded dev server
+
+Environment: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``AGENTCORE_TASK_QUEUE`` (default
+``agentcore``), ``AGENTCORE_SESSIONS_DIR`` (default ``.agentcore/sessions``), ``AGENTCORE_DATA_DIR``
+(embedded server's SQLite file and the demo database; default ``.agentcore``), ``AGENTCORE_DEMO_DB``,
+provider keys ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` (read at call time, never stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gc
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from agentcore.activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
+from agentcore.activities.compaction import BranchActivities, CompactionActivities
+from agentcore.runtime import StreamFn
+from agentcore.state import GetApiKey
+from agentcore.temporal import DevServer, ensure_data_converter
+from agentcore.temporal.payloads import PAYLOADS_SUBDIR
+from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free, skip_no_op_payload_visits
+from agentcore.tools import AgentTool, ToolRegistry
+from agentcore.workflows import ConversationWorkflow
+from agentcore.workflows.policies import HEARTBEAT_THROTTLE
+
+DEFAULT_TASK_QUEUE = "agentcore"
+# ``gc.set_threshold`` for a worker process (``tune_gc_for_worker``); Python's default is (700, 10, 10).
+GC_THRESHOLDS = (20_000, 20, 50)
+
+
+def workflow_runner(data_converter: DataConverter | None = None) -> SandboxedWorkflowRunner:
+    # agentcore is deterministic library code (no I/O at import, clock and ids injected): pass it
+    # through so its pydantic models are built once per process, not once per workflow run. The
+    # workflow package too: its modules hold no state, and executing them again for every run (the
+    # decorators inspect each handler) cost 23-26 ms of CPU per new run or replay, against 0.3 ms.
+    # Determinism is kept by the replay tests over recorded histories.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("agentcore", "orjson")
+    if data_converter is not None and is_context_free(data_converter):
+        return ContextFreeSandboxedRunner(restrictions=restrictions)
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
+def create_worker(
+    client: Client,
+    *,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    tools: Sequence[AgentTool] = (),
+    sessions_dir: str | Path = ".agentcore/sessions",
+    stream_fn: StreamFn | None = None,
+    get_api_key: GetApiKey | None = None,
+    payloads_dir: str | Path | None = None,
+    **worker_options: Any,
+) -> AgentWorker:
+    """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
+
+    ``tools`` is the registry the conversations' ``AgentOptions.tools`` name; ``stream_fn`` replaces
+    the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
+    Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
+    ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
+    see ``agentcore.temporal.payloads``.
+    """
+    if payloads_dir is None:
+        payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
+    client = ensure_data_converter(client, payloads_dir)
+    skip_no_op_payload_visits()
+    registry = ToolRegistry(list(tools))
+    store = SessionStore(sessions_dir)
+    llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
+    tool_activities = ToolActivities(registry)
+    session = SessionActivities(store)
+    compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
+    worker_options.setdefault("workflow_runner", workflow_runner(client.data_converter))
+    # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
+    # throughput, only makes each slower; after a worker crash the survivor replays many histories
+    # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
+    # (A task also holds its slot while its local activities run, a whole quick turn; 64 slots
+    # measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
+    worker_options.setdefault("max_concurrent_workflow_tasks", 16)
+    # A dead worker's sticky queue holds its conversations' next tasks this long before any other
+    # worker may take them (the SDK default is 10 s).
+    worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
+    worker_options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
+    worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
+    # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
+    worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
+    return AgentWorker(
+        client,
+        task_queue=task_queue,
+        workflows=[ConversationWorkflow],
+        activities=[
+            llm.stream,
+            tool_activities.execute,
+            tool_activities.execute_local,
+            tool_activities.describe,
+            session.append,
+            session.import_session,
+            compaction.compact,
+            BranchActivities(compaction).branch,
+        ],
+        **worker_options,
+    )
+
+
+# ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
+# worker of an ``AgentWorker`` is not given them.
+_NOT_FOR_REMOTE_ACTIVITIES = frozenset(
+    {
+        "workflows",
+        "workflow_task_executor",
+        "workflow_runner",
+        "unsandboxed_workflow_runner",
+        "max_cached_workflows",
+        "max_concurrent_workflow_tasks",
+        "max_concurrent_local_activities",
+        "max_concurrent_workflow_task_polls",
+        "nonsticky_to_sticky_poll_ratio",
+        "no_remote_activities",
+        "sticky_queue_schedule_to_start_timeout",
+        "max_eager_activity_reservations_per_workflow_task",
+        "workflow_failure_exception_types",
+        "disable_eager_activity_execution",
+        "disable_safe_workflow_eviction",
+        "patch_activation_callback",
+        "workflow_task_poller_behavior",
+        "max_workflow_task_external_storage_concurrency",
+        "nexus_service_handlers",
+        "nexus_task_executor",
+        "max_concurrent_nexus_tasks",
+        "nexus_task_poller_behavior",
+    }
+)
+
+
+class AgentWorker(Worker):
+    """A ``Worker`` whose remote activities are polled by a worker of their own.
+
+    The SDK core hands one worker's local activities and remote activity tasks to Python through one
+    queue, local activities first. A busy worker always has a local activity waiting (the quick model
+    calls and tools of its conversations), so its remote activity tasks, eager ones included, waited
+    behind them: under a 10x overload a model call the server counted as started reached Python only
+    after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/RESULTS.md, entry
+    20). Here this worker runs the workflow tasks and their local activities, and a second one, on the
+    same task queue and in the same process (it shares the activities' state, e.g. the model calls a
+    local attempt hands off), runs the remote activities. Their cancellations travel the same way, so
+    an abort is not held up either. ``run``, ``shutdown`` and ``async with`` cover both.
+    """
+
+    def __init__(self, client: Client, *, task_queue: str, **options: Any) -> None:
+        remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
+        self._remote: Worker | None = None
+        if options.get("activities") and not options.get("no_remote_activities"):
+            options["no_remote_activities"] = True
+            self._remote = Worker(client, task_queue=task_queue, **remote_options)
+        super().__init__(client, task_queue=task_queue, **options)
+
+    @property
+    def remote_activities(self) -> Worker | None:
+        """The worker polling this one's remote activity tasks (None when it polls none)."""
+        return self._remote
+
+    async def run(self) -> None:
+        if self._remote is None:
+            await super().run()
+            return
+        remote = asyncio.create_task(self._remote.run())
+        # A fatal error of either worker stops the other; ``run`` then raises it.
+        remote.add_done_callback(lambda _: asyncio.ensure_future(Worker.shutdown(self)))
+        try:
+            await super().run()
+        finally:
+            if not remote.done():
+                await self._remote.shutdown()
+            await remote
+
+    async def shutdown(self) -> None:
+        if self._remote is None:
+            await super().shutdown()
+            return
+        await asyncio.gather(super().shutdown(), self._remote.shutdown())
+
+
+def _demo_tools(data_dir: Path) -> list[AgentTool]:
+    try:
+        from agentcore.demo import demo_tools
+    except ImportError:  # pragma: no cover - the demo ships with the package
+        return []
+    return list(demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))))
+
+
+def tune_gc_for_worker() -> None:
+    """Collect garbage less often in a process whose main job is running a worker (its entry points
+    call this; ``create_worker`` leaves an embedding process's settings alone).
+
+    A worker holds many long-lived objects (its conversations, their sandboxes), and Python's default
+    thresholds make full collections scan them again and again: in a 100-conversation burst the
+    collector took 0.66-0.74 s of the worker's 14.5-15.7 s of CPU, 0.20-0.21 s with this
+    (bench/RESULTS.md, entry 28). What is alive now (modules, the SDK) is frozen out of collections.
+    """
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
+async def main() -> None:
+    data_dir = Path(os.environ.get("AGENTCORE_DATA_DIR", ".agentcore"))
+    sessions_dir = os.environ.get("AGENTCORE_SESSIONS_DIR", str(data_dir / "sessions"))
+    task_queue = os.environ.get("AGENTCORE_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    server: DevServer | None = None
+    if os.environ.get("TEMPORAL_ADDRESS"):
+        from agentcore.temporal import connect
+
+        client = await connect()
+    else:
+        server = await DevServer(data_dir, port=7233, ui_port=8233).start()
+        client = server.client
+        print(f"embedded Temporal dev server on {server.address}, Web UI http://localhost:8233")
+    try:
+        worker = create_worker(
+            client, task_queue=task_queue, tools=_demo_tools(data_dir), sessions_dir=sessions_dir
+        )
+        tune_gc_for_worker()
+        print(f"worker serving task queue {task_queue!r}, sessions in {sessions_dir}")
+        await worker.run()
+    finally:
+        if server is not None:
+            await server.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

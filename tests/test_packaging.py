@@ -1,0 +1,34 @@
+"""The installed package: one top-level name, ``agentcore``, with the Temporal edge inside it.
+
+A Temporal project usually has its own ``workflows`` and ``activities`` packages and a ``worker``
+module; installing agentcore must not shadow them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_wheel_installs_only_the_agentcore_package(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", tmp_path, ROOT],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = tmp_path.glob("agentcore-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert top_level == {"agentcore"}
+    for module in ("workflows/conversation.py", "activities/llm.py", "worker.py", "py.typed"):
+        assert f"agentcore/{module}" in names, module
+
+
+def test_the_edge_imports_under_the_library_name() -> None:
+    code = "import agentcore.workflows, agentcore.activities, agentcore.worker; import workflows"
+    done = subprocess.run([sys.executable, "-c", code], cwd="/", capture_output=True, text=True)
+    assert "No module named 'workflows'" in done.stderr
