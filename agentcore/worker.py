@@ -30,7 +30,7 @@ from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer, ensure_data_converter
 from agentcore.temporal.payloads import PAYLOADS_SUBDIR
-from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free, skip_no_op_payload_visits
+from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
 from agentcore.tools import AgentTool, ToolRegistry
 from agentcore.workflows import ConversationWorkflow
 from agentcore.workflows.policies import HEARTBEAT_THROTTLE
@@ -74,7 +74,6 @@ def create_worker(
     if payloads_dir is None:
         payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
     client = ensure_data_converter(client, payloads_dir)
-    skip_no_op_payload_visits()
     registry = ToolRegistry(list(tools))
     store = SessionStore(sessions_dir)
     llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)

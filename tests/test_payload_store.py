@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
-from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import (
     ExternalStorage,
     StorageDriverRetrieveContext,
@@ -28,7 +26,7 @@ from agentcore.temporal.payloads import (
     payload_store,
     with_payload_store,
 )
-from agentcore.temporal.runner import _changes_nothing, is_context_free
+from agentcore.temporal.runner import is_context_free
 
 KB = 1024
 _TARGET = StorageDriverWorkflowInfo(namespace="default", id="wf", run_id="r", type="T")
@@ -86,28 +84,6 @@ def test_a_converter_with_the_store_stays_context_free(tmp_path: Path) -> None:
     foreign = ExternalStorage(drivers=[DirectoryPayloadStore(tmp_path)])
     assert not is_directory_store(foreign)
     assert not is_context_free(DATA_CONVERTER.__class__(external_storage=foreign))
-
-
-def test_payload_passes_run_only_when_something_could_be_stored_or_fetched(tmp_path: Path) -> None:
-    converter = with_payload_store(DATA_CONVERTER, tmp_path)
-    small = WorkflowActivationCompletion(run_id="r")
-    small.successful.commands.add().complete_workflow_execution.result.data = b"x" * KB
-    big = WorkflowActivationCompletion(run_id="r")
-    big.successful.commands.add().complete_workflow_execution.result.data = b"x" * PAYLOAD_STORE_BYTES
-    assert _changes_nothing(small, converter, encoding=True)
-    assert not _changes_nothing(big, converter, encoding=True)
-    plain = WorkflowActivation(run_id="r")
-    plain.jobs.add().signal_workflow.input.add(data=b"x" * PAYLOAD_STORE_BYTES)
-    referring = WorkflowActivation(run_id="r")
-    referring.jobs.add().signal_workflow.input.add(
-        metadata={
-            "encoding": b"json/protobuf",
-            "messageType": b"temporal.api.sdk.v1.ExternalStorageReference",
-        }
-    )
-    assert _changes_nothing(plain, converter, encoding=False)
-    assert not _changes_nothing(referring, converter, encoding=False)
-    assert _changes_nothing(big, DATA_CONVERTER, encoding=True), "no store: nothing to do at any size"
 
 
 def test_shrink_cuts_the_longest_strings_and_keeps_the_type() -> None:

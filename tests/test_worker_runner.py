@@ -1,8 +1,7 @@
-"""The worker's converter and runner shortcuts keep Temporal's behaviour (see agentcore.temporal.runner)."""
+"""The worker's converter and runner keep Temporal's behaviour (see agentcore.temporal.runner)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -36,9 +35,6 @@ class _ContextCodec(PayloadCodec, WithSerializationContext):
 
 def test_payload_converter_is_built_once_and_writes_the_same_bytes() -> None:
     assert AgentcorePayloadConverter() is AgentcorePayloadConverter()
-    # Every data converter the SDK derives from ours (one per workflow activation) shares it.
-    derived = dataclasses.replace(DATA_CONVERTER).payload_converter
-    assert derived._inner_payload_converter is AgentcorePayloadConverter()  # type: ignore[attr-defined]
     message = AssistantMessage(
         api="x", provider="p", model="m", content=[TextContent(text="hi")], stop_reason="stop", timestamp=1
     )
@@ -59,38 +55,3 @@ def test_runner_skips_the_sandbox_only_for_context_free_converters() -> None:
     plain = workflow_runner(aware)
     assert isinstance(plain, SandboxedWorkflowRunner) and not isinstance(plain, ContextFreeSandboxedRunner)
     assert not isinstance(workflow_runner(), ContextFreeSandboxedRunner)
-
-
-async def test_payload_passes_are_skipped_only_when_they_would_change_nothing() -> None:
-    import temporalio.bridge.worker as bridge
-    from temporalio.api.common.v1 import Payload
-    from temporalio.bridge.proto.workflow_activation import WorkflowActivation
-
-    from agentcore.temporal.runner import skip_no_op_payload_visits
-
-    assert skip_no_op_payload_visits() and skip_no_op_payload_visits()  # idempotent
-    assert bridge.decode_activation.__wrapped__.__name__ == "decode_activation"  # type: ignore[attr-defined]
-    assert not getattr(bridge.decode_activation.__wrapped__, "__agentcore_skips__", False)  # type: ignore[attr-defined]
-
-    class Reversing(PayloadCodec):
-        async def encode(self, payloads: Any) -> Any:
-            return [Payload(metadata=p.metadata, data=p.data[::-1]) for p in payloads]
-
-        async def decode(self, payloads: Any) -> Any:
-            return [Payload(metadata=p.metadata, data=p.data[::-1]) for p in payloads]
-
-    def activation() -> WorkflowActivation:
-        act = WorkflowActivation()
-        job = act.jobs.add()
-        job.signal_workflow.signal_name = "s"
-        job.signal_workflow.input.add(data=b"abc")
-        return act
-
-    plain = activation()
-    await bridge.decode_activation(plain, DATA_CONVERTER, decode_headers=True, storage_concurrency_limit=1)
-    assert plain.jobs[0].signal_workflow.input[0].data == b"abc"
-    coded = activation()
-    await bridge.decode_activation(
-        coded, with_codec(DATA_CONVERTER, Reversing()), decode_headers=True, storage_concurrency_limit=1
-    )
-    assert coded.jobs[0].signal_workflow.input[0].data == b"cba"
