@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecution
 
 from agentcore import AgentTool, AgentToolResult
 from agentcore.client import AgentClient, DurableAgent
@@ -120,3 +120,30 @@ async def collect_run(agent: DurableAgent, start_offset: int = 0, timeout: float
 
     await asyncio.wait_for(read(), timeout)
     return events
+
+
+T = TypeVar("T")
+
+
+async def eventually(
+    read: Callable[[], Awaitable[T]], done: Callable[[T], bool], timeout: float = 30, interval: float = 0.1
+) -> T:
+    """Read until ``done(value)``, up to ``timeout`` seconds; the last value either way.
+
+    For anything eventually consistent (Temporal's visibility: list, search attributes): a test
+    never samples it once, and the assertion after this call says what was expected."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await read()
+        if done(value) or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(interval)
+
+
+async def listed_runs(client: Client, workflow_id: str, at_least: int = 1) -> list[WorkflowExecution]:
+    """The runs of ``workflow_id`` in visibility, waiting until it lists ``at_least`` of them."""
+
+    async def read() -> list[WorkflowExecution]:
+        return [execution async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+
+    return await eventually(read, lambda runs: len(runs) >= at_least)

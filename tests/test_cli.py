@@ -20,6 +20,7 @@ from temporalio.client import Client
 from agentcore.cli import run
 from agentcore.messages import AssistantMessage
 from tests.cli_support import AGENTCORE, Deployment, demo_deployment
+from tests.durable_support import eventually
 
 
 @pytest.fixture
@@ -89,8 +90,14 @@ async def test_sessions_lists_status_model_messages_and_cost(
     await agent.prompt("What is 2 + 2?")
     await agent.wait_for_idle(timeout=30)
     capsys.readouterr()
-    assert await run(deployment.argv("sessions", "--query", 'WorkflowId = "cli-list"')) == 0
-    header, row = capsys.readouterr().out.splitlines()
+
+    async def listing() -> list[str]:
+        assert await run(deployment.argv("sessions", "--query", 'WorkflowId = "cli-list"')) == 0
+        return capsys.readouterr().out.splitlines()
+
+    # Visibility is eventually consistent: the index catches up with the run's end.
+    lines = await eventually(listing, lambda lines: len(lines) == 2 and lines[1].split()[3:4] == ["4"])
+    header, row = lines
     assert header.split() == ["SESSION", "STATUS", "MODEL", "MESSAGES", "COST", "STARTED"]
     cells = row.split()
     assert cells[0] == "cli-list" and cells[1].startswith("running")

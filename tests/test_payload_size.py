@@ -17,7 +17,7 @@ from agentcore.cli import run
 from agentcore.messages import TextContent
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from tests.durable_support import running_worker
+from tests.durable_support import listed_runs, running_worker
 
 KB = 1024
 
@@ -161,7 +161,7 @@ async def test_a_long_run_of_large_results_keeps_its_history_small(
         ends = [e for e in events if e.type == "tool_execution_end"]
         assert ends and len(ends[0].result.content[0].text) == 500 * KB, "whole while the history is small"
         sizes = []
-        async for run in temporal_client.list_workflows("WorkflowId = 'long-big-run'"):
+        for run in await listed_runs(temporal_client, "long-big-run"):
             history = await temporal_client.get_workflow_handle(run.id, run_id=run.run_id).fetch_history()
             sizes.append(sum(event.ByteSize() for event in history.events))
         assert sizes and max(sizes) < 20 * 1024 * KB, sizes

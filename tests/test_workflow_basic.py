@@ -8,7 +8,7 @@ from temporalio.client import Client
 from agentcore import AgentOptions
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from tests.durable_support import add_tool, collect_run, running_worker
+from tests.durable_support import add_tool, collect_run, eventually, running_worker
 
 
 async def test_tool_turn_reaches_state_events_and_session_file(
@@ -47,19 +47,15 @@ async def test_tool_turn_reaches_state_events_and_session_file(
 
 
 async def test_search_attributes_make_conversations_findable(temporal_client: Client, tmp_path: Path) -> None:
-    import asyncio
-
     model = ScriptedModel(lambda context: text("ok"))
     async with running_worker(temporal_client, tmp_path, model) as h:
         agent = await h.agents.start("findable-1", AgentOptions(model=scripted_model("finder")))
         await agent.prompt("hi")
         await agent.wait_for_idle(timeout=20)
-        found = []
-        for _ in range(50):  # visibility is eventually consistent
-            found = await h.agents.list('AgentModel = "scripted/finder" AND AgentStatus = "idle"')
-            if found and found[0].message_count == 2:
-                break
-            await asyncio.sleep(0.1)
+        found = await eventually(
+            lambda: h.agents.list('AgentModel = "scripted/finder" AND AgentStatus = "idle"'),
+            lambda found: bool(found) and found[0].message_count == 2,
+        )
         assert [s.session_id for s in found] == ["findable-1"]
         assert found[0].message_count == 2 and found[0].agent_status == "idle"
 

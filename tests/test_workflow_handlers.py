@@ -21,7 +21,7 @@ from agentcore.errors import (
 from agentcore.protocol import ConversationLimits
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from tests.durable_support import FAST_LIMITS, add_tool, collect_run, running_worker
+from tests.durable_support import FAST_LIMITS, add_tool, collect_run, listed_runs, running_worker
 
 
 def _echo(context) -> object:  # type: ignore[no-untyped-def]
@@ -277,15 +277,14 @@ async def test_large_tool_outputs_never_make_a_large_payload(temporal_client: Cl
             await agent.prompt(f"dump {i}")
             await agent.wait_for_idle(timeout=30)
         largest = 0
-        runs = 0
-        async for execution in temporal_client.list_workflows('WorkflowId = "big"'):
-            runs += 1
+        runs = await listed_runs(temporal_client, "big", at_least=2)
+        assert len(runs) > 1, "the conversation should have continued-as-new"
+        for execution in runs:
             history = await temporal_client.get_workflow_handle(
                 "big", run_id=execution.run_id
             ).fetch_history()
             for event in history.events:
                 largest = max(largest, event.ByteSize())
-        assert runs > 1, "the conversation should have continued-as-new"
         assert largest < 1_000_000, f"largest history event {largest} bytes"
         assert (await agent.get_state()).message_count == 48
         with JsonlSessionStorage.open(h.session_path("big")) as storage:

@@ -33,6 +33,7 @@ from agentcore.temporal import DATA_CONVERTER, connect, dynamic_config_args, fin
 from agentcore.testing.scripted import scripted_model
 from agentcore.worker import workflow_runner
 from agentcore.workflows import ConversationWorkflow
+from tests.durable_support import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "histories"
@@ -213,11 +214,18 @@ def assert_no_answered_twice(messages: list[Message]) -> None:
 
 
 async def run_histories(client: Client, workflow_id: str) -> list[WorkflowHistory]:
-    histories = []
-    async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
-        handle = client.get_workflow_handle(workflow_id, run_id=execution.run_id)
-        histories.append(await handle.fetch_history())
-    return histories
+    # Visibility is eventually consistent: wait until it lists the newest run (the handle knows it).
+    newest = (await client.get_workflow_handle(workflow_id).describe()).run_id
+
+    async def read() -> list[str]:
+        return [e.run_id async for e in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+
+    run_ids = await eventually(read, lambda run_ids: newest in run_ids)
+    if newest not in run_ids:
+        run_ids.append(newest)
+    return [
+        await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history() for run_id in run_ids
+    ]
 
 
 async def assert_histories_sound(client: Client, workflow_id: str) -> None:
