@@ -185,6 +185,10 @@ async def _serve_until(command: str, env: dict[str, str], cwd: Path, marker: str
     return output
 
 
+# About ten CLI processes, each a fresh interpreter, and ``agentcore dev`` starting its own server:
+# 60 s alone on a loaded 2-core machine, past the default 120 s inside a loaded full run. Each step
+# keeps its own deadline (90 s a command, 30 s a read), so a hang still fails on its own.
+@pytest.mark.timeout(300)
 async def test_cli_commands_against_a_demo_deployment(temporal_client: Client, tmp_path: Path) -> None:
     async with demo_deployment(temporal_client, tmp_path, data_dir=tmp_path / ".agentcore") as deployment:
         agent = await deployment.start_demo("cellar-demo")
