@@ -26,6 +26,8 @@ def test_the_wheel_installs_only_the_agentcore_package(tmp_path: Path) -> None:
     assert top_level == {"agentcore"}
     for module in ("workflows/conversation.py", "activities/llm.py", "worker.py", "py.typed"):
         assert f"agentcore/{module}" in names, module
+    # The MIT licence travels with the wheel (setuptools picks LICENSE up by its name).
+    assert any(name.split("/")[0].endswith(".dist-info") and name.endswith("/LICENSE") for name in names)
 
 
 def test_the_edge_imports_under_the_library_name() -> None:
