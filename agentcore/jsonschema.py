@@ -3,7 +3,8 @@
 The one place every tool's arguments are validated (local tools, tools from MCP servers): ``validate``
 returns the readable errors (a JSON Pointer to the value and what is wrong with it, at most
 ``MAX_ERRORS``), ``check_schema`` refuses a schema that is not valid Draft 2020-12 when a tool is
-defined rather than when a model first calls it. No coercion: the arguments a model sends are JSON
+defined rather than when a model first calls it. A schema that names its draft in ``$schema`` (MCP
+servers built on zod send draft-07) is read as that draft. No coercion: the arguments a model sends are JSON
 already, and a string where a number belongs is the model's mistake to be told about. ``format`` is an
 annotation only, as the draft specifies by default.
 
@@ -24,7 +25,9 @@ import referencing.exceptions
 from jsonschema import Draft202012Validator
 from jsonschema import SchemaError as _InvalidSchema
 from jsonschema.exceptions import ValidationError
-from referencing.jsonschema import DRAFT202012
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing.jsonschema import DRAFT202012, specification_with
 
 __all__ = [
     "MAX_ERRORS",
@@ -73,7 +76,7 @@ def check_schema(schema: Schema) -> None:
     compiled(schema)
 
 
-def compiled(schema: Schema) -> Draft202012Validator:
+def compiled(schema: Schema) -> Validator:
     """The validator of ``schema``, compiled on first use and kept; raises ``InvalidSchemaError``."""
     return _validator(_canonical(schema))
 
@@ -106,24 +109,25 @@ def _canonical(schema: Schema) -> bytes:
 
 
 @lru_cache(maxsize=1024)
-def _validator(canonical: bytes) -> Draft202012Validator:
+def _validator(canonical: bytes) -> Validator:
     schema = orjson.loads(canonical)
+    draft = validator_for(schema, default=Draft202012Validator)
     try:
-        Draft202012Validator.check_schema(schema)
+        draft.check_schema(schema)
     except _InvalidSchema as exc:
         where = format_path(tuple(exc.absolute_path))
-        raise InvalidSchemaError(
-            f"not a valid JSON Schema (Draft 2020-12) at {where}: {exc.message}"
-        ) from None
-    validator = Draft202012Validator(schema)
+        dialect = "Draft 2020-12" if draft is Draft202012Validator else schema["$schema"]
+        raise InvalidSchemaError(f"not a valid JSON Schema ({dialect}) at {where}: {exc.message}") from None
     _check_local_refs(schema)
-    return validator
+    return draft(schema)
 
 
 def _check_local_refs(schema: Any) -> None:
     """Resolve every ``#...`` ``$ref`` outside a nested ``$id`` now, so a dangling one is refused when
     the tool is defined (a ``$ref`` elsewhere is checked when validation reaches it)."""
-    resolver = referencing.Registry().with_resource("", DRAFT202012.create_resource(schema)).resolver()
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    specification = specification_with(dialect, default=DRAFT202012)
+    resolver = referencing.Registry().with_resource("", specification.create_resource(schema)).resolver()
     pending = [schema]
     while pending:
         node = pending.pop()

@@ -123,6 +123,19 @@ def test_dependent_required_and_contains() -> None:
     assert problems(["dev"], contains) == ["(root): ['dev'] does not contain items matching the given schema"]
 
 
+def test_a_schema_naming_draft_07_is_read_as_draft_07() -> None:
+    # zod-to-json-schema (behind many MCP servers) emits draft-07, where a list under "items" is a tuple.
+    schema = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"pair": {"type": "array", "items": [{"type": "string"}, {"type": "number"}]}},
+    }
+    check_schema(schema)
+    assert problems({"pair": ["a", "b"]}, schema) == ["/pair/1: 'b' is not of type 'number'"]
+    with pytest.raises(InvalidSchemaError, match="Draft 2020-12"):  # undeclared: 2020-12, no tuple form
+        check_schema({k: v for k, v in schema.items() if k != "$schema"})
+
+
 def test_refs_to_defs() -> None:
     schema = {
         "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}, "required": ["x"]}},
