@@ -6,10 +6,9 @@ turn each SSE event into builder calls. Everything else is here, written once:
 * ``PartialMessageBuilder`` owns the ``AssistantMessage`` under construction and emits the
   ``StreamEvent``s (``text_start``/``delta``/``end``, ``thinking_*``, ``toolcall_*``, ``done``,
   ``error``). Tool arguments are re-parsed leniently on every delta and strictly at the end.
-* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (httpx's own pooled transport;
-  proxies from the environment; HTTP/2 when ``h2`` is installed), reads the
-  body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it ends
-  with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
+* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (its own pooled transport), reads
+  the body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it
+  ends with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
   keeping the partial content.
 * ``normalize_messages`` repairs a transcript so any provider accepts it (drops failed turns, answers
   orphaned tool calls).
