@@ -1,28 +1,60 @@
-"""A small JSON Schema validator for tool arguments.
+"""Tool arguments checked against their JSON Schema (Draft 2020-12) by the ``jsonschema`` library.
 
-Covers what tool schemas use in practice, pydantic-generated ones included: ``type`` (one or a list),
-``properties``/``required``/``additionalProperties``, ``enum``/``const``, ``items``/``prefixItems``,
-numeric and length bounds, ``pattern``, ``anyOf``/``oneOf``/``allOf``/``not`` and local ``$ref``
-(``#/$defs/...``, ``#/definitions/...``). No coercion: the arguments a model sends are JSON already,
-and a string where a number belongs is the model's mistake to be told about. Unknown keywords
-(``title``, ``description``, ``default``, ``format``) are ignored, as the specification allows.
+The one place every tool's arguments are validated (local tools, tools from MCP servers): ``validate``
+returns the readable errors (a JSON Pointer to the value and what is wrong with it, at most
+``MAX_ERRORS``), ``check_schema`` refuses a schema that is not valid Draft 2020-12 when a tool is
+defined rather than when a model first calls it. A schema that names its draft in ``$schema`` (MCP
+servers built on zod send draft-07) is read as that draft. No coercion: the arguments a model sends are JSON
+already, and a string where a number belongs is the model's mistake to be told about. ``format`` is an
+annotation only, as the draft specifies by default.
+
+A tool's schema is the same on every call, so its validator is compiled once and kept (keyed by the
+schema's canonical JSON, which holds for equal schemas built afresh per call).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["SchemaError", "validate", "format_path"]
+import orjson
+import referencing
+import referencing.exceptions
+from jsonschema import Draft202012Validator
+from jsonschema import SchemaError as _InvalidSchema
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing.jsonschema import DRAFT202012, specification_with
+
+__all__ = [
+    "MAX_ERRORS",
+    "ROOT",
+    "InvalidSchemaError",
+    "SchemaError",
+    "check_schema",
+    "compiled",
+    "format_path",
+    "validate",
+]
+
+# A model that got everything wrong needs the first few errors to correct itself, not hundreds.
+MAX_ERRORS = 10
+_MAX_MESSAGE_CHARS = 300
+ROOT = "(root)"
+
+Schema = Mapping[str, Any] | bool
+
+
+class InvalidSchemaError(ValueError):
+    """A tool's ``parameters`` is not a valid JSON Schema (Draft 2020-12)."""
 
 
 @dataclass(frozen=True)
 class SchemaError:
-    """One failure: where (``path``, a tuple of keys and indexes) and what (``message``)."""
+    """One failure: where (``path``, keys and indexes from the arguments' root) and what."""
 
     path: tuple[str | int, ...]
     message: str
@@ -32,224 +64,100 @@ class SchemaError:
 
 
 def format_path(path: tuple[str | int, ...]) -> str:
-    """``("items", 0, "name")`` -> ``items[0].name``; the empty path is ``root``."""
+    """``("items", 0, "price")`` -> ``/items/0/price`` (a JSON Pointer); the empty path is ``(root)``."""
     if not path:
-        return "root"
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
+        return ROOT
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
-def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaError]:
-    """Every way ``instance`` breaks ``schema`` (empty when it is valid)."""
-    root = schema if isinstance(schema, Mapping) else {}
-    return list(_check(instance, schema, root, ()))
+def check_schema(schema: Schema) -> None:
+    """Raise ``InvalidSchemaError`` unless ``schema`` is valid Draft 2020-12 whose local ``$ref``s
+    resolve; compiles and keeps its validator for ``validate``."""
+    compiled(schema)
 
 
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def compiled(schema: Schema) -> Validator:
+    """The validator of ``schema``, compiled on first use and kept; raises ``InvalidSchemaError``."""
+    return _validator(_canonical(schema))
 
 
-def _json_type(value: Any) -> str:
-    # bool before int: in Python True is an int, in JSON it is not a number.
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
+def validate(instance: Any, schema: Schema, *, limit: int = MAX_ERRORS) -> list[SchemaError]:
+    """Every way ``instance`` breaks ``schema`` (empty when it is valid), at most ``limit`` of them
+    plus one entry saying how many more there were. Raises ``InvalidSchemaError`` for a bad schema."""
+    validator = compiled(schema)
+    found: list[SchemaError] = []
+    more = 0
+    try:
+        for error in validator.iter_errors(instance):
+            if len(found) < limit:
+                found.append(SchemaError(tuple(error.absolute_path), _describe(error)))
+            else:
+                more += 1
+    except referencing.exceptions.Unresolvable as exc:
+        # A $ref that resolves nowhere (a remote one: nothing is fetched) shows only when reached.
+        raise InvalidSchemaError(f"the schema's $ref does not resolve: {exc}") from None
+    if more:
+        found.append(SchemaError((), f"{more} more error{'s' if more > 1 else ''} not shown"))
+    return found
 
 
-def _is_type(value: Any, expected: str) -> bool:
-    actual = _json_type(value)
-    if expected == actual:
-        return True
-    if expected == "number":
-        return actual == "integer"
-    if expected == "integer":
-        # JSON does not distinguish 1 from 1.0.
-        return actual == "number" and math.isfinite(value) and float(value).is_integer()
-    return False
+def _canonical(schema: Schema) -> bytes:
+    try:
+        return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:
+        raise InvalidSchemaError(f"the schema is not JSON: {exc}") from None
 
 
-def _resolve(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any] | bool:
-    if not ref.startswith("#"):
-        raise ValueError(f"only local $ref is supported, got {ref!r}")
-    node: Any = root
-    for raw in ref[1:].split("/"):
-        if not raw:
+@lru_cache(maxsize=1024)
+def _validator(canonical: bytes) -> Validator:
+    schema = orjson.loads(canonical)
+    draft = validator_for(schema, default=Draft202012Validator)
+    try:
+        draft.check_schema(schema)
+    except _InvalidSchema as exc:
+        where = format_path(tuple(exc.absolute_path))
+        dialect = "Draft 2020-12" if draft is Draft202012Validator else schema["$schema"]
+        raise InvalidSchemaError(f"not a valid JSON Schema ({dialect}) at {where}: {exc.message}") from None
+    _check_local_refs(schema)
+    return draft(schema)
+
+
+def _check_local_refs(schema: Any) -> None:
+    """Resolve every ``#...`` ``$ref`` outside a nested ``$id`` now, so a dangling one is refused when
+    the tool is defined (a ``$ref`` elsewhere is checked when validation reaches it)."""
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    specification = specification_with(dialect, default=DRAFT202012)
+    resolver = referencing.Registry().with_resource("", specification.create_resource(schema)).resolver()
+    pending = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, list):
+            pending.extend(node)
             continue
-        key = raw.replace("~1", "/").replace("~0", "~")
-        if not isinstance(node, Mapping) or key not in node:
-            raise ValueError(f"$ref {ref!r} does not resolve")
-        node = node[key]
-    if not isinstance(node, Mapping | bool):
-        raise ValueError(f"$ref {ref!r} does not point at a schema")
-    return node
+        if not isinstance(node, dict) or (node is not schema and "$id" in node):
+            continue
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            try:
+                resolver.lookup(ref)
+            except referencing.exceptions.Unresolvable:
+                raise InvalidSchemaError(f"$ref {ref!r} does not resolve within the schema") from None
+        # Values under these keywords are data, not schemas: a "$ref" key there is no reference.
+        pending.extend(
+            value for key, value in node.items() if key not in ("const", "enum", "default", "examples")
+        )
 
 
-def _same(a: Any, b: Any) -> bool:
-    # enum/const compare JSON values: 1 == 1.0 but True != 1.
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return bool(a == b)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _check(
-    value: Any, schema: Mapping[str, Any] | bool, root: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    if schema is True:
-        return
-    if schema is False:
-        yield SchemaError(path, "no value is allowed here")
-        return
-    assert isinstance(schema, Mapping)
-
-    if "$ref" in schema:
-        try:
-            target = _resolve(str(schema["$ref"]), root)
-        except ValueError as exc:
-            yield SchemaError(path, str(exc))
-            return
-        yield from _check(value, target, root, path)
-
-    expected = schema.get("type")
-    if expected is not None:
-        types = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_is_type(value, t) for t in types):
-            yield SchemaError(path, f"must be {' or '.join(types)}, got {_json_type(value)}")
-            # The remaining keywords would only repeat the type error in other words.
-            return
-
-    if "enum" in schema and not any(_same(value, option) for option in schema["enum"]):
-        options = ", ".join(_short(option) for option in schema["enum"])
-        yield SchemaError(path, f"must be one of {options}, got {_short(value)}")
-    if "const" in schema and not _same(value, schema["const"]):
-        yield SchemaError(path, f"must be {_short(schema['const'])}, got {_short(value)}")
-
-    kind = _json_type(value)
-    if kind in ("integer", "number"):
-        yield from _check_number(value, schema, path)
-    elif kind == "string":
-        yield from _check_string(value, schema, path)
-    elif kind == "array":
-        yield from _check_array(value, schema, root, path)
-    elif kind == "object":
-        yield from _check_object(value, schema, root, path)
-
-    yield from _check_combinators(value, schema, root, path)
-
-
-def _check_number(
-    value: float, schema: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    if "minimum" in schema and value < schema["minimum"]:
-        yield SchemaError(path, f"must be >= {schema['minimum']}, got {value}")
-    if "maximum" in schema and value > schema["maximum"]:
-        yield SchemaError(path, f"must be <= {schema['maximum']}, got {value}")
-    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-        yield SchemaError(path, f"must be > {schema['exclusiveMinimum']}, got {value}")
-    if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-        yield SchemaError(path, f"must be < {schema['exclusiveMaximum']}, got {value}")
-    step = schema.get("multipleOf")
-    if step and not float(value / step).is_integer():
-        yield SchemaError(path, f"must be a multiple of {step}, got {value}")
-
-
-def _check_string(
-    value: str, schema: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        yield SchemaError(path, f"must have at least {schema['minLength']} characters, got {len(value)}")
-    if "maxLength" in schema and len(value) > schema["maxLength"]:
-        yield SchemaError(path, f"must have at most {schema['maxLength']} characters, got {len(value)}")
-    if "pattern" in schema and not _compiled(str(schema["pattern"])).search(value):
-        yield SchemaError(path, f"must match pattern {schema['pattern']!r}")
-
-
-def _check_array(
-    value: list[Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    if "minItems" in schema and len(value) < schema["minItems"]:
-        yield SchemaError(path, f"must have at least {schema['minItems']} items, got {len(value)}")
-    if "maxItems" in schema and len(value) > schema["maxItems"]:
-        yield SchemaError(path, f"must have at most {schema['maxItems']} items, got {len(value)}")
-    prefix = schema.get("prefixItems") or []
-    for index, item_schema in enumerate(prefix[: len(value)]):
-        yield from _check(value[index], item_schema, root, (*path, index))
-    items = schema.get("items")
-    if items is not None:
-        for index in range(len(prefix), len(value)):
-            yield from _check(value[index], items, root, (*path, index))
-    if schema.get("uniqueItems"):
-        seen: list[Any] = []
-        for item in value:
-            if any(_same(item, other) for other in seen):
-                yield SchemaError(path, f"must not contain duplicates (repeated {_short(item)})")
-                break
-            seen.append(item)
-
-
-def _check_object(
-    value: Mapping[str, Any], schema: Mapping[str, Any], root: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    properties: Mapping[str, Any] = schema.get("properties") or {}
-    for name in schema.get("required") or []:
-        if name not in value:
-            yield SchemaError((*path, name), "is required")
-    additional = schema.get("additionalProperties", True)
-    for key, item in value.items():
-        if key in properties:
-            yield from _check(item, properties[key], root, (*path, key))
-        elif additional is False:
-            yield SchemaError((*path, key), "is not an allowed property")
-        elif isinstance(additional, Mapping):
-            yield from _check(item, additional, root, (*path, key))
-    if "minProperties" in schema and len(value) < schema["minProperties"]:
-        yield SchemaError(path, f"must have at least {schema['minProperties']} properties")
-    if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        yield SchemaError(path, f"must have at most {schema['maxProperties']} properties")
-
-
-def _check_combinators(
-    value: Any, schema: Mapping[str, Any], root: Mapping[str, Any], path: tuple[str | int, ...]
-) -> Iterator[SchemaError]:
-    for sub in schema.get("allOf") or []:
-        yield from _check(value, sub, root, path)
-    if "anyOf" in schema:
-        failures = [list(_check(value, sub, root, path)) for sub in schema["anyOf"]]
-        if all(failures):
-            yield SchemaError(path, f"must match at least one of anyOf: {_alternatives(failures)}")
-    if "oneOf" in schema:
-        failures = [list(_check(value, sub, root, path)) for sub in schema["oneOf"]]
-        matched = sum(1 for errors in failures if not errors)
-        if matched == 0:
-            yield SchemaError(path, f"must match exactly one of oneOf: {_alternatives(failures)}")
-        elif matched > 1:
-            yield SchemaError(path, f"must match exactly one of oneOf, matched {matched}")
-    if "not" in schema and not list(_check(value, schema["not"], root, path)):
-        yield SchemaError(path, "must not match the schema in 'not'")
-
-
-def _alternatives(failures: list[list[SchemaError]]) -> str:
-    # The first error of each branch says enough to see why none fitted.
-    return "; ".join(f"({index + 1}) {errors[0].message}" for index, errors in enumerate(failures))
+def _describe(error: ValidationError) -> str:
+    message = error.message
+    if error.context:
+        # anyOf / oneOf: the first reason each alternative failed, so the model sees what would fit.
+        reasons: dict[Any, str] = {}
+        for sub in error.context:
+            branch = sub.relative_schema_path[0] if sub.relative_schema_path else 0
+            where = f"{format_path(tuple(sub.relative_path))}: " if sub.relative_path else ""
+            reasons.setdefault(branch, f"({len(reasons) + 1}) {where}{sub.message}")
+        message += ": " + "; ".join(reasons.values())
+    if len(message) > _MAX_MESSAGE_CHARS:
+        message = message[: _MAX_MESSAGE_CHARS - 3] + "..."
+    return message

@@ -25,7 +25,7 @@ from .errors import (
     INVALID_PARAMETERS,
     INVALID_TOOL_RESULT,
 )
-from .jsonschema import format_path, validate
+from .jsonschema import ROOT, InvalidSchemaError, format_path, validate
 from .messages import ToolCall
 from .runtime import AbortSignal
 from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult
@@ -64,7 +64,7 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
         and isinstance(arguments.get(RAW_ARGUMENTS_KEY), str)
     ):
         raise _InvalidArguments(
-            [("root", f"arguments are not a JSON object: {arguments[RAW_ARGUMENTS_KEY]!r}")]
+            [(ROOT, f"arguments are not a JSON object: {arguments[RAW_ARGUMENTS_KEY]!r}")]
         )
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
         try:
@@ -74,12 +74,15 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
                 [(format_path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
             ) from None
     if parameters is None or isinstance(parameters, bool | dict):
-        errors = validate(arguments, parameters if parameters is not None else True)
+        try:
+            errors = validate(arguments, parameters if parameters is not None else True)
+        except InvalidSchemaError as exc:  # a $ref to elsewhere, found unresolvable only now
+            raise _InvalidArguments([(ROOT, f"the tool's parameter schema cannot be used: {exc}")]) from None
         if errors:
             raise _InvalidArguments([(format_path(err.path), err.message) for err in errors])
         return arguments
     raise _InvalidArguments(
-        [("root", f"tool parameters of type {type(parameters).__name__} cannot be checked")]
+        [(ROOT, f"tool parameters of type {type(parameters).__name__} cannot be checked")]
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .jsonschema import check_schema
 from .messages import ToolResultContent, Usage, WireModel
 from .model import ToolExecutionMode
 
@@ -100,6 +101,14 @@ class AgentTool(_ToolFields):
     parameters: Any = Field(default_factory=lambda: {"type": "object", "properties": {}})
     execute: ToolExecute
     prepare_arguments: PrepareArguments | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _valid_schema(cls, value: Any) -> Any:
+        # A broken schema is the tool author's mistake: refuse it here, not on the model's first call.
+        if isinstance(value, dict | bool):
+            check_schema(value)
+        return value
 
     @model_validator(mode="after")
     def _default_label(self) -> AgentTool:

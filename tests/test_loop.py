@@ -236,8 +236,8 @@ async def test_bad_arguments_give_invalid_parameters_in_pi_format() -> None:
     assert result.is_error and result.details["error_code"] == INVALID_PARAMETERS
     assert result.text == (
         'INVALID_PARAMETERS: Validation failed for tool "weather":\n'
-        "  - city: is required\n"
-        "  - days: must be >= 1, got 0\n\n"
+        "  - /days: 0 is less than the minimum of 1\n"
+        "  - (root): 'city' is a required property\n\n"
         'Received arguments:\n{\n  "days": 0\n}'
     )
 

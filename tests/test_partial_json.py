@@ -1,8 +1,6 @@
-from __future__ import annotations
+"""Tool-call arguments while they stream (lenient) and when they end (strict)."""
 
-import orjson
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from __future__ import annotations
 
 from agentcore.providers.partial_json import (
     RAW_ARGUMENTS_KEY,
@@ -45,26 +43,6 @@ def test_final_arguments_are_strict():
     assert invalid_arguments(broken) == '{"a": 1'
     assert invalid_arguments({"a": 1}) is None
     assert parse_final_arguments("[1]") == {RAW_ARGUMENTS_KEY: "[1]"}
-
-
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda children: (
-        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
-    ),
-    max_leaves=12,
-)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=6), json_values, max_size=5))
-def test_every_prefix_parses_and_the_whole_round_trips(obj):
-    text = orjson.dumps(obj).decode()
-    for end in range(len(text)):
-        assert isinstance(parse_partial_json(text[:end]), dict)
-    assert parse_partial_json(text) == obj
-    assert parse_final_arguments(text) == obj
+    # A finished string must be one JSON object and nothing else: NaN is not JSON, nor is a tail.
+    assert parse_final_arguments('{"a": NaN}') == {RAW_ARGUMENTS_KEY: '{"a": NaN}'}
+    assert parse_final_arguments('{"a": 1} {"b": 2}') == {RAW_ARGUMENTS_KEY: '{"a": 1} {"b": 2}'}

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import http.server
+import threading
 import time
+from collections.abc import AsyncIterator
 
 import httpx
+import orjson
 import pytest
 
 from agentcore.messages import (
@@ -19,8 +23,14 @@ from agentcore.messages import (
     UserMessage,
 )
 from agentcore.model import ModelCost, ThinkingLevel
-from agentcore.providers import RAW_ARGUMENTS_KEY, get_model, is_context_overflow, stream
-from agentcore.providers.http11 import Http11Transport
+from agentcore.providers import (
+    RAW_ARGUMENTS_KEY,
+    aclose_shared_client,
+    base,
+    get_model,
+    is_context_overflow,
+    stream,
+)
 from agentcore.runtime import AbortSignal, LlmContext, StreamOptions
 from agentcore.testing.loopback import LoopbackServer, Script, ScriptToolCall, ScriptUsage
 from agentcore.tools import ToolSpec
@@ -482,8 +492,6 @@ async def test_text_only_model_gets_no_images(server: LoopbackServer):
 async def test_finished_streams_return_their_connection_to_the_pool(server: LoopbackServer):
     # A zero-latency server: the provider sees the terminator before the chunked body has ended.
     # Each call must leave its connection reusable, or a worker runs out of pool after 100 calls.
-    from agentcore.providers.base import aclose_shared_client, shared_client
-
     await aclose_shared_client()  # a fresh pool: other tests' connections are not ours to count
     model = gpt4o(server)
     accepted_before = server.connections_accepted
@@ -492,46 +500,106 @@ async def test_finished_streams_return_their_connection_to_the_pool(server: Loop
         _, message = await run(model)
         assert message.stop_reason == "stop"
     assert server.connections_accepted - accepted_before == 1
-    transport = shared_client()._transport
-    assert isinstance(transport, Http11Transport) and transport.idle_connections == 1
 
 
-@pytest.mark.parametrize("setting", ["httpx", "HTTPX "])
-async def test_httpx_own_transport_on_request(server: LoopbackServer, monkeypatch, setting: str):
-    """``AGENTCORE_HTTP_TRANSPORT=httpx`` puts httpx's own transport under the providers."""
-    from agentcore.providers.base import aclose_shared_client, shared_client
-
+@pytest.fixture
+async def one_connection(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
+    """The providers' client with a pool of one connection, short pool and read timeouts."""
+    monkeypatch.setattr(base, "HTTP_LIMITS", httpx.Limits(max_connections=1, max_keepalive_connections=1))
+    monkeypatch.setattr(base, "HTTP_TIMEOUT", httpx.Timeout(5.0, read=0.3, pool=1.0))
     await aclose_shared_client()
-    monkeypatch.setenv("AGENTCORE_HTTP_TRANSPORT", setting)
+    yield
+    await aclose_shared_client()
+
+
+async def test_an_abort_mid_stream_gives_the_connection_back(server: LoopbackServer, one_connection: None):
+    """With a single pooled connection, the call after an aborted one still gets a connection."""
+    server.enqueue(Script(text="x" * 400, chunk_chars=1, delay=0.01), Script(text="after"))
+    signal = AbortSignal()
+    async for event in stream(gpt4o(server), LlmContext(), StreamOptions(api_key="k", signal=signal)):
+        if event.type == "text_delta" and len(event.partial.text) == 5:
+            signal.abort()
+    _, message = await run(gpt4o(server))
+    assert (message.stop_reason, message.text) == ("stop", "after")
+
+
+async def test_a_stalled_stream_times_out_retryably(server: LoopbackServer, one_connection: None):
+    server.enqueue(Script(text="abc", delay=2.0), Script(text="after"))
+    events, message = await run(gpt4o(server))
+    assert final_error(events).retryable is True
+    assert message.error_message == "Connection error talking to openai: timed out (ReadTimeout) (retryable)"
+    _, message = await run(gpt4o(server))  # the timed-out connection is not left holding the slot
+    assert message.text == "after"
+
+
+async def test_a_proxy_from_the_environment_carries_the_calls(monkeypatch: pytest.MonkeyPatch):
+    """``HTTP_PROXY`` is honoured: the request goes to the proxy in absolute form."""
+    seen: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.readuntil(b"\r\n"))
+        await reader.readuntil(b"\r\n\r\n")
+        body = b'{"error":{"message":"answered by the proxy"}}'
+        head = f"HTTP/1.1 502 Bad Gateway\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+        writer.write(head.encode() + body)
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(proxy, "127.0.0.1", 0)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}")
+    await aclose_shared_client()  # the client reads the environment when it is made
+    model = get_model("openai", "gpt-4o").model_copy(update={"base_url": "http://model.invalid/v1"})
     try:
-        assert not isinstance(shared_client()._transport, Http11Transport)
-        assert isinstance(shared_client()._transport, httpx.AsyncHTTPTransport)
-        for _ in range(2):
-            server.enqueue(Script(text="via httpcore"))
-            _, message = await run(gpt4o(server))
-            assert message.text == "via httpcore" and message.stop_reason == "stop"
+        async with listener:
+            _, message = await run(model)
     finally:
         await aclose_shared_client()
+    assert seen == [b"POST http://model.invalid/v1/chat/completions HTTP/1.1\r\n"]
+    assert message.error_message and "answered by the proxy" in message.error_message
 
 
-async def test_the_shared_client_spares_httpcore_a_failed_import_per_lock(server: LoopbackServer):
-    """httpcore tries ``import sniffio`` for every lock and event it makes; without sniffio installed
-    the shared client marks it absent so that attempt fails at once, and requests work as before."""
-    import importlib.util
-    import sys
+class _StdlibSse(http.server.BaseHTTPRequestHandler):
+    """What a hand-written test server often is: ``http.server``, HTTP/1.0, the body ending with
+    the connection (no Content-Length, no chunking), SSE frames flushed one by one."""
 
-    from httpcore._synchronization import current_async_library
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for piece in ("Hel", "lo"):
+            chunk = {"id": "c1", "choices": [{"index": 0, "delta": {"content": piece}}]}
+            self.wfile.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            self.wfile.flush()
+        done = {"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        self.wfile.write(b"data: " + orjson.dumps(done) + b"\n\ndata: [DONE]\n\n")
 
-    from agentcore.providers.base import shared_client
+    def log_message(self, *args: object) -> None:
+        pass
 
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is not None:
-        pytest.skip("sniffio is installed: nothing to spare")
-    shared_client()
-    assert sys.modules["sniffio"] is None
-    assert current_async_library() == "asyncio"
-    server.enqueue(Script(text="still fine"))
-    _, message = await run(server.model())
-    assert message.text == "still fine" and message.stop_reason == "stop"
+
+async def test_a_provider_streams_from_a_stdlib_http_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StdlibSse)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    model = get_model("openai", "gpt-4o").model_copy(
+        update={"base_url": f"http://127.0.0.1:{server.server_address[1]}/v1"}
+    )
+    try:
+        for _ in range(2):  # the second call cannot reuse the closed connection: a new one
+            events, message = await run(model)
+            assert [e.type for e in events if e.type in ("text_delta", "done")] == [
+                "text_delta",
+                "text_delta",
+                "done",
+            ]
+            assert message.text == "Hello"
+    finally:
+        await aclose_shared_client()
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize(

@@ -63,10 +63,10 @@ async def test_pydantic_validation_failure_lists_each_path() -> None:
     assert code(result) == INVALID_PARAMETERS
     text = first_text(result)
     assert 'Validation failed for tool "weather":' in text
-    assert "  - city: Field required" in text
-    assert "  - days: Input should be less than or equal to 7" in text
+    assert "  - /city: Field required" in text
+    assert "  - /days: Input should be less than or equal to 7" in text
     assert text.endswith('Received arguments:\n{\n  "days": 9\n}')
-    assert [e["path"] for e in result.details["errors"]] == ["city", "days"]
+    assert [e["path"] for e in result.details["errors"]] == ["/city", "/days"]
 
 
 async def test_prepare_arguments_runs_before_validation() -> None:

@@ -6,9 +6,9 @@ turn each SSE event into builder calls. Everything else is here, written once:
 * ``PartialMessageBuilder`` owns the ``AssistantMessage`` under construction and emits the
   ``StreamEvent``s (``text_start``/``delta``/``end``, ``thinking_*``, ``toolcall_*``, ``done``,
   ``error``). Tool arguments are re-parsed leniently on every delta and strictly at the end.
-* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (over ``http11``), reads the
-  body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it ends
-  with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
+* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (its own pooled transport), reads
+  the body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it
+  ends with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
   keeping the partial content.
 * ``normalize_messages`` repairs a transcript so any provider accepts it (drops failed turns, answers
   orphaned tool calls).
@@ -20,10 +20,7 @@ import asyncio
 import importlib.util
 import itertools
 import logging
-import os
-import sys
 import time
-import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +65,6 @@ from .errors import (
     error_text_from_body,
     redact,
 )
-from .http11 import Http11Transport
 from .keys import env_var_for, resolve_api_key
 from .partial_json import parse_final_arguments, parse_partial_json
 from .sse import SseEvent, SseParser
@@ -82,6 +78,8 @@ HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 # more than 20 model calls at once otherwise closes and reopens connections on every call.
 HTTP_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _MAX_ERROR_BODY_BYTES = 64 * 1024
+# httpx refuses ``http2=True`` without the optional ``h2`` package; HTTP/1.1 serves just as well.
+_HTTP2 = importlib.util.find_spec("h2") is not None
 
 BlockKind = Literal["text", "thinking", "toolCall"]
 
@@ -256,35 +254,15 @@ def shared_client() -> httpx.AsyncClient:
     """One client per event loop: keep-alive connections save a TLS handshake on every model call.
 
     A client's connections belong to the loop that opened them, hence one per loop (tests, Temporal
-    workers and the in-process agent may each run their own loop)."""
+    workers and the in-process agent may each run their own loop). ``HTTP_PROXY`` / ``HTTPS_PROXY``
+    / ``NO_PROXY`` and ``SSL_CERT_FILE`` are honoured (httpx's ``trust_env``); HTTPS endpoints speak
+    HTTP/2 when the ``h2`` package is installed (``pip install 'agentcore[http2]'``)."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None or client.is_closed:
-        _spare_httpcore_failed_imports()
-        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, transport=_transport())
+        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, http2=_HTTP2, trust_env=True)
         _clients[loop] = client
     return client
-
-
-def _transport() -> httpx.AsyncBaseTransport | None:
-    """The lean HTTP/1.1 transport (``http11``), unless a proxy is configured (an httpx client given a
-    transport ignores ``HTTP_PROXY`` and friends; without one it mounts its proxy transports) or
-    ``AGENTCORE_HTTP_TRANSPORT=httpx`` asks for httpx's own. None: httpx's default."""
-    if os.environ.get("AGENTCORE_HTTP_TRANSPORT", "").strip().lower() == "httpx":
-        return None
-    if any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()):
-        return None
-    return Http11Transport.from_limits(HTTP_LIMITS)
-
-
-def _spare_httpcore_failed_imports() -> None:
-    """httpcore asks ``import sniffio`` for every lock, event and shield it makes (several per request).
-    Without sniffio installed (httpx does not need it) each attempt searches every ``sys.path`` entry
-    again: ~35 us a time, 0.2 ms of CPU per model call on loopback. Marking the module absent makes
-    the same ImportError immediate; httpcore then assumes asyncio, as it does now. A sniffio that is
-    installed is left alone."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
 async def aclose_shared_client() -> None:

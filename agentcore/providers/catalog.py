@@ -1,11 +1,19 @@
-"""The model catalog: known models with their prices and limits, and usage -> cost.
+"""The model catalog (known models with their limits) and usage -> cost.
 
-Prices are dollars per million tokens, as the vendors publish them (checked against models.dev's
-tables; re-check before relying on a figure for billing). A model not listed here still works: build a
-``Model`` yourself with its ``api``, ``base_url`` and ``cost`` (zero cost means "not priced").
+Prices come from ``genai-prices`` (pydantic's maintained price data: per provider and model, cache
+reads and writes, tiers by prompt length), looked up from the message's provider and model id, so a
+dated id (``gpt-4o-2024-08-06``) or a model missing here is priced as well. A ``Model`` given its own
+``cost`` (dollars per million tokens) is priced from that instead: a local or private model, or a
+negotiated rate. A model neither knows costs 0 ("not priced"). The catalog itself holds what
+genai-prices does not: context window, output limit, wire protocol, reasoning and image input.
 """
 
 from __future__ import annotations
+
+import functools
+from decimal import Decimal
+from types import ModuleType
+from typing import Any
 
 from ..errors import ValidationError
 from ..messages import Usage, UsageCost
@@ -17,15 +25,8 @@ class UnknownModelError(ValidationError):
 
 
 def _openai(
-    model_id: str,
-    name: str,
-    price: tuple[float, float, float],
-    *,
-    context_window: int,
-    max_tokens: int,
-    reasoning: bool = False,
+    model_id: str, name: str, *, context_window: int, max_tokens: int, reasoning: bool = False
 ) -> Model:
-    input_price, output_price, cache_read = price
     return Model(
         id=model_id,
         name=name,
@@ -35,14 +36,10 @@ def _openai(
         input=["text", "image"],
         context_window=context_window,
         max_tokens=max_tokens,
-        # OpenAI bills cache writes as ordinary input, so there is no separate write price.
-        cost=ModelCost(input=input_price, output=output_price, cache_read=cache_read, cache_write=0.0),
     )
 
 
-def _anthropic(
-    model_id: str, name: str, input_price: float, output_price: float, *, max_tokens: int
-) -> Model:
+def _anthropic(model_id: str, name: str, *, max_tokens: int) -> Model:
     return Model(
         id=model_id,
         name=name,
@@ -52,39 +49,23 @@ def _anthropic(
         input=["text", "image"],
         context_window=200_000,
         max_tokens=max_tokens,
-        # Anthropic's rule: cache reads cost 0.1x input, 5-minute cache writes 1.25x input.
-        cost=ModelCost(
-            input=input_price,
-            output=output_price,
-            cache_read=round(input_price * 0.1, 6),
-            cache_write=round(input_price * 1.25, 6),
-        ),
     )
 
 
 _GPT_41_WINDOW = 1_047_576
 
 _CATALOG: list[Model] = [
-    _openai("gpt-4o", "GPT-4o", (2.5, 10.0, 1.25), context_window=128_000, max_tokens=16_384),
-    _openai("gpt-4o-mini", "GPT-4o mini", (0.15, 0.6, 0.075), context_window=128_000, max_tokens=16_384),
-    _openai("gpt-4.1", "GPT-4.1", (2.0, 8.0, 0.5), context_window=_GPT_41_WINDOW, max_tokens=32_768),
-    _openai(
-        "gpt-4.1-mini", "GPT-4.1 mini", (0.4, 1.6, 0.1), context_window=_GPT_41_WINDOW, max_tokens=32_768
-    ),
-    _openai(
-        "gpt-4.1-nano", "GPT-4.1 nano", (0.1, 0.4, 0.025), context_window=_GPT_41_WINDOW, max_tokens=32_768
-    ),
-    _openai("o3", "o3", (2.0, 8.0, 0.5), context_window=200_000, max_tokens=100_000, reasoning=True),
-    _openai(
-        "o4-mini", "o4-mini", (1.1, 4.4, 0.275), context_window=200_000, max_tokens=100_000, reasoning=True
-    ),
-    _openai(
-        "gpt-5", "GPT-5", (1.25, 10.0, 0.125), context_window=400_000, max_tokens=128_000, reasoning=True
-    ),
+    _openai("gpt-4o", "GPT-4o", context_window=128_000, max_tokens=16_384),
+    _openai("gpt-4o-mini", "GPT-4o mini", context_window=128_000, max_tokens=16_384),
+    _openai("gpt-4.1", "GPT-4.1", context_window=_GPT_41_WINDOW, max_tokens=32_768),
+    _openai("gpt-4.1-mini", "GPT-4.1 mini", context_window=_GPT_41_WINDOW, max_tokens=32_768),
+    _openai("gpt-4.1-nano", "GPT-4.1 nano", context_window=_GPT_41_WINDOW, max_tokens=32_768),
+    _openai("o3", "o3", context_window=200_000, max_tokens=100_000, reasoning=True),
+    _openai("o4-mini", "o4-mini", context_window=200_000, max_tokens=100_000, reasoning=True),
+    _openai("gpt-5", "GPT-5", context_window=400_000, max_tokens=128_000, reasoning=True),
     _openai(
         "gpt-5-mini",
         "GPT-5 mini",
-        (0.25, 2.0, 0.025),
         context_window=400_000,
         max_tokens=128_000,
         reasoning=True,
@@ -92,18 +73,17 @@ _CATALOG: list[Model] = [
     _openai(
         "gpt-5-nano",
         "GPT-5 nano",
-        (0.05, 0.4, 0.005),
         context_window=400_000,
         max_tokens=128_000,
         reasoning=True,
     ),
-    _anthropic("claude-opus-4-6", "Claude Opus 4.6", 5.0, 25.0, max_tokens=128_000),
-    _anthropic("claude-sonnet-4-6", "Claude Sonnet 4.6", 3.0, 15.0, max_tokens=64_000),
-    _anthropic("claude-opus-4-5", "Claude Opus 4.5", 5.0, 25.0, max_tokens=64_000),
-    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5", 3.0, 15.0, max_tokens=64_000),
-    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5", 1.0, 5.0, max_tokens=64_000),
-    _anthropic("claude-opus-4-1", "Claude Opus 4.1", 15.0, 75.0, max_tokens=32_000),
-    _anthropic("claude-sonnet-4-20250514", "Claude Sonnet 4", 3.0, 15.0, max_tokens=64_000),
+    _anthropic("claude-opus-4-6", "Claude Opus 4.6", max_tokens=128_000),
+    _anthropic("claude-sonnet-4-6", "Claude Sonnet 4.6", max_tokens=64_000),
+    _anthropic("claude-opus-4-5", "Claude Opus 4.5", max_tokens=64_000),
+    _anthropic("claude-sonnet-4-5", "Claude Sonnet 4.5", max_tokens=64_000),
+    _anthropic("claude-haiku-4-5", "Claude Haiku 4.5", max_tokens=64_000),
+    _anthropic("claude-opus-4-1", "Claude Opus 4.1", max_tokens=32_000),
+    _anthropic("claude-sonnet-4-20250514", "Claude Sonnet 4", max_tokens=64_000),
 ]
 
 # provider -> model id -> Model
@@ -123,8 +103,17 @@ def get_model(provider: str, model_id: str) -> Model:
 
 
 def calculate_cost(model: Model, usage: Usage) -> Usage:
-    """``usage`` with ``total_tokens`` and ``cost`` filled in from ``model.cost`` ($ per million)."""
-    price = model.cost
+    """``usage`` with ``total_tokens`` and ``cost`` (USD) filled in: from ``model.cost`` when it has
+    prices, else from genai-prices, else zero."""
+    total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
+    if model.cost != ModelCost():
+        cost = _cost_from_rates(model.cost, usage)
+    else:
+        cost = _cost_from_genai_prices(model.provider, model.id, usage)
+    return usage.model_copy(update={"cost": cost, "total_tokens": total_tokens})
+
+
+def _cost_from_rates(price: ModelCost, usage: Usage) -> UsageCost:
     cost = UsageCost(
         input=price.input * usage.input / 1e6,
         output=price.output * usage.output / 1e6,
@@ -132,5 +121,50 @@ def calculate_cost(model: Model, usage: Usage) -> Usage:
         cache_write=price.cache_write * usage.cache_write / 1e6,
     )
     cost.total = cost.input + cost.output + cost.cache_read + cost.cache_write
-    total_tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
-    return usage.model_copy(update={"cost": cost, "total_tokens": total_tokens})
+    return cost
+
+
+_UNPRICED: set[tuple[str, str]] = set()
+
+
+@functools.cache
+def _genai_prices() -> ModuleType:
+    # Imported on the first priced call, not with the package: its price data takes about a second
+    # to load, which a CLI command or a worker that never prices a call should not wait for.
+    import genai_prices
+
+    return genai_prices
+
+
+def _cost_from_genai_prices(provider: str, model_id: str, usage: Usage) -> UsageCost:
+    if (provider, model_id) in _UNPRICED:
+        return UsageCost()
+    prices = _genai_prices()
+    # genai-prices counts cached tokens inside the input tokens; our usage keeps them apart.
+    prompt = usage.input + usage.cache_read + usage.cache_write
+    counts = {"input_tokens": prompt, "output_tokens": usage.output}
+    counts.update(cache_read_tokens=usage.cache_read, cache_write_tokens=usage.cache_write)
+    try:
+        priced = prices.calc_price(prices.Usage(**counts), model_id, provider_id=provider)
+    except LookupError:  # a provider or model it does not know: remembered, asked once
+        _UNPRICED.add((provider, model_id))
+        return UsageCost()
+    # The whole input is priced together (tiers go by the prompt's length); the cached parts are
+    # split out at their own rates, as the usage shows them.
+    cache_read = _part(prices, priced.model_price, "cache_read_mtok", usage.cache_read, prompt)
+    cache_write = _part(prices, priced.model_price, "cache_write_mtok", usage.cache_write, prompt)
+    return UsageCost(
+        input=float(priced.input_price - cache_read - cache_write),
+        output=float(priced.output_price),
+        cache_read=float(cache_read),
+        cache_write=float(cache_write),
+        total=float(priced.total_price),
+    )
+
+
+def _part(prices: ModuleType, model_price: Any, unit: str, tokens: int, prompt: int) -> Decimal:
+    """The price of ``tokens`` of one unit, at the tier the whole prompt falls in."""
+    rate = getattr(model_price, unit, None)
+    if not tokens or rate is None:
+        return Decimal(0)
+    return Decimal(prices.types.calc_unit_price(rate, tokens, prompt, 1_000_000))
