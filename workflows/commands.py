@@ -43,11 +43,6 @@ with workflow.unsafe.imports_passed_through():
 
 from .state import ConversationState, _refuse
 
-# ``wait_for_idle`` asks for the flush only while it waits. Before, its flag outlived a wait that
-# found nothing to write, and the next run's entries were flushed at once (by an activity, as the
-# task that made them was still open) instead of after ``FLUSH_DELAY``.
-PATCH_COUNT_IDLE_WAITERS = "count-idle-waiters-v1"
-
 
 class CommandHandlers(ConversationState):
     @workflow.update(name="prompt")
@@ -171,11 +166,7 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
         # Entries waiting for the next run are written now, while someone waits.
-        counted = self.patched(PATCH_COUNT_IDLE_WAITERS)
-        if counted:
-            self.idle_waiters += 1
-        else:
-            self.flush_wanted = True
+        self.idle_waiters += 1
         try:
             await workflow.wait_condition(
                 lambda: (
@@ -188,8 +179,7 @@ class CommandHandlers(ConversationState):
                 )
             )
         finally:
-            if counted:
-                self.idle_waiters -= 1
+            self.idle_waiters -= 1
         if self.import_error is not None:
             raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
         if self.transcript.unwritten:

@@ -54,31 +54,14 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
-from .state import PATCH_INDEX_RUNNING_WHEN_SEEN, _failure
+from .state import _failure
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
 # Entries a run's last workflow task made wait this long for the next run to write them (see
-# ``_defer_flush``). Histories recorded before flushed them at once.
-PATCH_DEFER_FLUSH = "defer-session-flush-v1"
+# ``_defer_flush``).
 FLUSH_DELAY = timedelta(seconds=1)
-# Entries earlier workflow tasks made (all of them, once ``_defer_flush`` waited) are flushed by a
-# local activity: no activity task, no second workflow task. Histories recorded before used a remote
-# ``session.append`` every time; it stays the fallback (and the path for entries this task made).
-PATCH_LOCAL_FLUSH = "local-session-flush-v1"
-# A run whose entries wait for that deferred flush goes idle in the search index with the flush, not
-# at its end: back-to-back runs make no upsert each (a visibility task and a history event apiece),
-# and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
-# Histories recorded before indexed every run's end at once.
-PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
-# A conversation paced by a person flushes at its next workflow task, mostly a subscriber's next
-# poll, not when the timer fires: that saves the timer's own workflow task for every message. Paced:
-# a deferred flush waited its whole FLUSH_DELAY with no run pending, and no run has since come while
-# one waited or within FLUSH_DELAY of the one before. Back to back runs keep waiting for the next
-# run (flushing at the next task would flush and index every turn). Histories recorded before
-# waited always.
-PATCH_PACED_FLUSH = "paced-flush-v1"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -128,7 +111,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.model_hold = False
         self._index_running = False
         self._index_deferred = False
-        self._baseline = None  # asked at the first patch check (``patched``)
         self._log_sizes = deque()
         self._log_bytes = self._sized_to = 0
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
@@ -136,7 +118,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._paced = False
         self._run_ended_at: datetime | None = None
         self.compacting = False
-        self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
 
     @workflow.run
@@ -198,10 +179,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
-        if self.patched(PATCH_INDEX_RUNNING_WHEN_SEEN):
-            self._index_running = True
-        else:
-            self._index()
+        # Indexed as running when its first events leave (``_release_when_waiting``), not here: a
+        # quick run then costs one upsert (idle, with its counts, at the end), not two.
+        self._index_running = True
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -237,9 +217,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._set_details()
             self._index_running = False
             self._run_ended_at = workflow.now()
-            # The new patch is asked first: histories recorded without it must not see the flush's
-            # patch marker (``_flush_deferred``) move ahead of this run's upsert.
-            if self.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
+            # A run whose entries wait for the deferred flush goes idle in the index with the flush:
+            # back-to-back runs then make no upsert each (a history event and a visibility write).
+            if self._flush_deferred():
                 self._index_deferred = True
             else:
                 self._index()
@@ -283,15 +263,15 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         """
         if not self._flush_deferred():
             return
-        # Paced (PATCH_PACED_FLUSH): the entries are in the history once this task is, so the next
-        # task, whatever brings it, may write them.
-        paced = self._paced and self.patched(PATCH_PACED_FLUSH)
+        # Paced by a person: the entries are in the history once this task is, so the next task,
+        # whatever brings it (mostly a subscriber's next poll), may write them; that saves the
+        # timer's own workflow task for every message. Back-to-back runs keep waiting for the next run.
+        paced = self._paced
         length = workflow.info().get_current_history_length()
         try:
             await workflow.wait_condition(
                 lambda: (
                     self.pending_run is not None
-                    or self.flush_wanted
                     or self.idle_waiters > 0
                     or self._continue_as_new_due()
                     or (paced and workflow.info().get_current_history_length() > length)
@@ -307,12 +287,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
 
     def _flush_deferred(self) -> bool:
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
-        if self.write_blocked or not self.transcript.split_committed()[1]:
-            return False
-        return self.patched(PATCH_DEFER_FLUSH)
+        return not self.write_blocked and bool(self.transcript.split_committed()[1])
 
     async def _flush(self) -> None:
-        self.flush_wanted = False
         entries = list(self.transcript.unwritten)
         append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
         summary = f"append {len(entries)} entries"
@@ -367,7 +344,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         id). A busy session file fails it at once (no lock wait inside a workflow task), as does any
         other error: the remote activity then retries, or gives up and blocks writes.
         """
-        if self.transcript.split_committed()[1] or not self.patched(PATCH_LOCAL_FLUSH):
+        if self.transcript.split_committed()[1]:
             return False
         try:
             await workflow.execute_local_activity(

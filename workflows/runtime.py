@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -58,33 +58,12 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
 
 from . import policies
-
-if TYPE_CHECKING:
-    from .conversation import ConversationWorkflow
+from .state import new_id, now_ms
+from .tree import TreeHandlers
 
 LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
 TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
 LOCAL_TOOL_ACTIVITY = "tools.execute_local"  # don't rename: recorded in histories
-PATCH_LOCAL_TOOLS = "local-tools-v1"
-# Events wait for a local tool to return before subscribers' polls see them (one poll answer per tool
-# call instead of two). Moving a poll's answer past the tool's marker changes the command order.
-PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
-# Events also wait while a model call has streamed nothing (one poll answer per quick model call
-# instead of two; see ``ConversationState._release_when_waiting``). v1 held them over every call, and
-# a call still quiet after 80 ms then cost a ``model_waiting`` signal and a workflow task to release
-# them: one more per call with a real model, whose first token takes longer than that. v2 holds them
-# only over a call expected to be quick: the conversation's previous call ended before its first
-# publish tick (the first call of a run is expected quick).
-PATCH_HOLD_OVER_MODEL = "hold-events-over-model-calls-v1"
-PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
-# A model call expected to be quick (as above) starts as a local activity, handed to a remote one if
-# it outlives a publish interval. Histories recorded before ran every call remotely.
-PATCH_LOCAL_MODEL = "local-quick-model-calls-v1"
-# The first model call of a conversation is not expected quick any more: nothing is known of its
-# model yet, and a real model's first call (seconds, never within 80 ms) would start local only to be
-# handed off. The expectation is carried across continue-as-new (``last_model_call_quick``). Before,
-# the first call of every run was expected quick.
-PATCH_FIRST_CALL_REMOTE = "first-model-call-remote-v1"
 
 
 class ResultEntry(NamedTuple):
@@ -94,20 +73,20 @@ class ResultEntry(NamedTuple):
 
 
 class TemporalRuntime:
-    def __init__(self, conversation: ConversationWorkflow, conversation_input: ConversationInput) -> None:
+    def __init__(self, conversation: TreeHandlers, conversation_input: ConversationInput) -> None:
         self.conversation = conversation
         # The last llm.stream call's message and entry id, and whether the activity wrote it (a
         # remote one did: the workflow must not queue it a second time; a local one did not).
         self.result_entry: ResultEntry | None = None
-        # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*);
-        # None: no call made yet (see ``expect_quick``).
+        # Whether the last llm.stream call ended before its first publish tick (see ``expect_quick``);
+        # None: no call made yet.
         self.last_call_quick: bool | None = conversation_input.last_model_call_quick
 
     def now_ms(self) -> int:
-        return int(workflow.now().timestamp() * 1000)
+        return now_ms()
 
     def new_id(self) -> str:
-        return workflow.uuid4().hex
+        return new_id()
 
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -202,12 +181,8 @@ class TemporalRuntime:
         return result, ResultEntry(result.message, result_entry_id, result_written)
 
     def _call_locally(self) -> bool:
-        """Whether the next model call starts as a local activity (see PATCH_LOCAL_MODEL)."""
-        return (
-            self.conversation.limits.local_model_calls
-            and self.expect_quick()
-            and self.conversation.patched(PATCH_LOCAL_MODEL)
-        )
+        """Whether the next model call starts as a local activity (see ``_call_model``)."""
+        return self.conversation.limits.local_model_calls and self.expect_quick()
 
     async def _call_local(
         self, activity_input: StreamInput, signal: AbortSignal | None
@@ -289,16 +264,16 @@ class TemporalRuntime:
                 remove()
 
     def expect_quick(self) -> bool:
-        """Whether the next model call is expected to end before its first publish tick."""
-        if self.last_call_quick is not None:
-            return self.last_call_quick
-        return not self.conversation.patched(PATCH_FIRST_CALL_REMOTE)
+        """Whether the next model call is expected to end before its first publish tick: the previous
+        one did. A conversation's first call is not (nothing is known of its model yet, and a real
+        model's first call takes seconds); the expectation crosses continue-as-new."""
+        return bool(self.last_call_quick)
 
     def _hold_events(self) -> bool:
-        """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""
-        if self.conversation.patched(PATCH_HOLD_OVER_QUICK_MODEL):
-            return self.expect_quick()
-        return self.conversation.patched(PATCH_HOLD_OVER_MODEL)
+        """Whether the conversation's events wait for the next model call: only over a call expected
+        to be quick (one poll answer per quick call instead of two). A call still quiet one publish
+        interval in signals ``model_waiting`` and releases them."""
+        return self.expect_quick()
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
@@ -322,12 +297,7 @@ class TemporalRuntime:
         # A short, retry-safe tool runs as a local activity: no server round trip, no extra workflow
         # task. A worker that dies mid-call loses the workflow task, and the next worker runs the
         # call again (fine for a retry-safe tool; the others always get one remote attempt).
-        # Histories recorded before this ran every tool remotely: the patch keeps them replayable.
-        local = (
-            spec.retry_safe
-            and spec.timeout_seconds <= limits.local_tool_max_seconds
-            and self.conversation.patched(PATCH_LOCAL_TOOLS)
-        )
+        local = spec.retry_safe and spec.timeout_seconds <= limits.local_tool_max_seconds
         if local:
             handle = workflow.start_local_activity(
                 LOCAL_TOOL_ACTIVITY,
@@ -350,7 +320,9 @@ class TemporalRuntime:
                 summary=summary,
             )
         remove = signal.add_listener(handle.cancel)
-        hold = local and self.conversation.patched(PATCH_HOLD_EVENTS)
+        # Events wait for a local tool to return before subscribers' polls see them (one poll answer
+        # per tool call instead of two): the workflow task stays open meanwhile anyway.
+        hold = local
         if hold:
             self.conversation.local_activities += 1
         try:

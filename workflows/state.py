@@ -10,7 +10,7 @@ import asyncio
 import base64
 import dataclasses
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
@@ -55,47 +55,18 @@ with workflow.unsafe.imports_passed_through():
 
 from . import policies
 
-if TYPE_CHECKING:
-    from .runtime import TemporalRuntime
-
-
 SEEN_IDS_KEPT = 2_000
-# Search-attribute upserts are commands recorded in history; runs recorded before they existed have
-# none, so this marker keeps those histories replayable.
-PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
-# A run is indexed as ``running`` when its first events leave (see ``_release_when_waiting``), not
-# when it starts: a quick run then costs one upsert (``idle`` and its counts at the end), not two.
-PATCH_INDEX_RUNNING_WHEN_SEEN = "index-running-when-seen-v1"
-# One marker for every patch below. Each ``workflow.patched`` marker also makes the SDK upsert the
-# ``TemporalChangeVersion`` search attribute (a history event and a visibility write apiece), so a
-# run asking each of these patches paid a dozen of both; a run that starts on this code records
-# PATCH_BASELINE alone and takes every patch in BASELINE_PATCHES as applied (``patched``). Runs
-# recorded before have no baseline marker and ask each patch, as they did.
-PATCH_BASELINE = "patch-baseline-v1"
-BASELINE_PATCHES = frozenset(
-    {
-        "search-attributes-v1",
-        "index-running-when-seen-v1",
-        "count-idle-waiters-v1",
-        "defer-session-flush-v1",
-        "local-session-flush-v1",
-        "defer-idle-index-v1",
-        "local-tools-v1",
-        "hold-events-over-local-tools-v1",
-        "hold-events-over-model-calls-v1",
-        "hold-events-over-quick-model-calls-v2",
-        "local-quick-model-calls-v1",
-        "first-model-call-remote-v1",
-    }
-)
-# The same for the patches since: a run that starts on this code records the newest baseline's
-# marker alone and takes every patch in its set as applied. No set ever changes once released (a run
-# recorded with a baseline must keep its meaning); a later patch gets a baseline of its own.
-PATCH_BASELINE_2 = "patch-baseline-v2"
-BASELINE_2_PATCHES = BASELINE_PATCHES | {"paced-flush-v1"}
-PATCH_BASELINE_3 = "patch-baseline-v3"
-BASELINE_3_PATCHES = BASELINE_2_PATCHES | {"branch-keeps-settings-v1"}
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+def now_ms() -> int:
+    """Workflow time in milliseconds: the same on replay."""
+    return int(workflow.now().timestamp() * 1000)
+
+
+def new_id() -> str:
+    """An entry id from ``workflow.uuid4``: a replay makes the same one, so it appends the same entry."""
+    return workflow.uuid4().hex
 
 
 def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
@@ -135,7 +106,6 @@ class ConversationState:
     limits: ConversationLimits
     session_created: bool
     session_metadata: dict[str, Any]
-    runtime: TemporalRuntime
     transcript: Transcript
     stats: SessionStats
     steering: list[QueuedMessage]
@@ -161,33 +131,14 @@ class ConversationState:
     _releaser: asyncio.Task[None]
     local_activities: int
     model_hold: bool
-    flush_wanted: bool
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
-    _baseline: frozenset[str] | None
     # The byte sizes of the stream's newest items, offsets [_sized_to - len, _sized_to), and their
     # sum: ``_truncate_events`` sizes each item once instead of walking the whole log every run.
     _log_sizes: deque[int]
     _log_bytes: int
     _sized_to: int
-
-    def patched(self, patch_id: str) -> bool:
-        """``workflow.patched``, with one marker per run for the patches of a baseline.
-
-        The baseline is asked at the run's first patch check, wherever that is: replay asks at the
-        same point, so it gets the same answer (the newest baseline first: a history recorded with
-        an older one has no marker for it)."""
-        if self._baseline is None:
-            if workflow.patched(PATCH_BASELINE_3):
-                self._baseline = BASELINE_3_PATCHES
-            elif workflow.patched(PATCH_BASELINE_2):
-                self._baseline = BASELINE_2_PATCHES
-            elif workflow.patched(PATCH_BASELINE):
-                self._baseline = BASELINE_PATCHES
-            else:
-                self._baseline = frozenset()
-        return patch_id in self._baseline or workflow.patched(patch_id)
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -363,7 +314,7 @@ class ConversationState:
                 f"Conversation holds {self.transcript.message_count} messages; the limit is {limits.max_messages} "
                 "(SPEC-9.1). Start a new session or fork this one.",
             )
-        now = self.runtime.now_ms()
+        now = now_ms()
         recent = [t for t in self.recent_message_times if now - t < 60_000]
         if len(recent) + incoming > limits.max_messages_per_minute:
             wait = 60 - (now - recent[0]) / 1000 if recent else 60
@@ -373,7 +324,7 @@ class ConversationState:
             )
 
     def _count_messages(self, count: int) -> None:
-        now = self.runtime.now_ms()
+        now = now_ms()
         self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
         self.recent_message_times.extend([now] * count)
 
@@ -389,7 +340,7 @@ class ConversationState:
     def _index(self) -> None:
         """Keep the conversation findable in the UI: status, model, message count, cost."""
         self._index_deferred = False
-        if not self.search_attributes or not self.patched(PATCH_SEARCH_ATTRIBUTES):
+        if not self.search_attributes:
             return
         model = self.config.model
         values = (
