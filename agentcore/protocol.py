@@ -39,10 +39,15 @@ SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
 # Sent by a model activity that has streamed nothing one publish interval in (see ``llm.stream``).
 SIGNAL_MODEL_WAITING = "model_waiting"
+# Events an activity publishes (model deltas, tool progress): the workflow puts them in its stream.
+SIGNAL_ACTIVITY_EVENTS = "activity_events"
 QUERY_STATE = "get_state"
 QUERY_MESSAGES = "get_messages"
 QUERY_STATS = "get_session_stats"
 QUERY_QUEUES = "get_queues"
+# The refusal of a prompt or continue that reached a run continuing as new: the client sends it again
+# (same request id) and the next run takes it.
+ROLLING_OVER = "ROLLING_OVER"
 
 
 class ConversationLimits(WireModel):
@@ -269,6 +274,20 @@ class StreamInput(WireModel):
     # The workflow holds the turn's events until this call returns or publishes: a call still quiet
     # at its first publish tick signals ``model_waiting`` so they go out then.
     events_held: bool = False
+
+
+class ActivityEvents(WireModel):
+    """One batch of the events an activity publishes, in order (``SIGNAL_ACTIVITY_EVENTS``).
+
+    The workflow is the only writer of its event stream: it numbers every event, sizes it against
+    the retention budget and keeps the deltas of the message being streamed, without reading the
+    stream's internals. Each event is a serialized ``Payload``, base64, as the stream stores it (the
+    workflow passes it on without decoding it). ``(publisher_id, sequence)`` makes a batch sent
+    twice (a signal retried) apply once."""
+
+    publisher_id: str
+    sequence: int
+    items: list[str] = Field(default_factory=list)
 
 
 class StreamResult(WireModel):

@@ -6,8 +6,7 @@
 ``loopback``: the real OpenAI provider over HTTP (the model's ``base_url`` names the loopback
 server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same turn shapes without
 HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
-``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost and
-``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips,
+``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
 ``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
@@ -89,11 +88,6 @@ async def main(args: argparse.Namespace) -> None:
     client = await connect(args.address)
     stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     options = _durations(orjson.loads(args.options))
-    if options.pop("no_heartbeats", False):
-        # Measurement only: what activity heartbeats cost (they carry cancellation; agentcore needs them).
-        import temporalio.activity
-
-        temporalio.activity.heartbeat = lambda *details: None
     if options.pop("unsandboxed", False):
         # Measurement only: what the workflow sandbox costs per turn (agentcore keeps it on).
         from temporalio.worker import UnsandboxedWorkflowRunner
@@ -105,7 +99,6 @@ async def main(args: argparse.Namespace) -> None:
         import concurrent.futures
 
         options["workflow_task_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=int(threads))
-    sdk_payload_passes = options.pop("sdk_payload_passes", False)
     gc_default = options.pop("gc_default", False)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
     worker = create_worker(
@@ -116,12 +109,6 @@ async def main(args: argparse.Namespace) -> None:
         stream_fn=stream_fn,
         **options,
     )
-    if sdk_payload_passes:
-        # Measurement only: what the SDK's no-op payload passes cost (agentcore skips them).
-        import temporalio.bridge.worker as bridge
-
-        for name in ("decode_activation", "encode_completion"):
-            setattr(bridge, name, getattr(bridge, name).__wrapped__)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.protocol import (
         AbortRequest,
         Accepted,
+        ActivityEvents,
         CommandRequest,
         DurableState,
         MessagesPage,
@@ -58,6 +59,7 @@ class CommandHandlers(ConversationState):
     def _validate_prompt(self, request: PromptRequest) -> None:
         if self._seen(request.id):
             return
+        self._refuse_if_rolling_over()
         if self._busy():
             raise _refuse(
                 errors.AGENT_BUSY, "Agent is already processing a prompt. Use steer() or follow_up()."
@@ -86,6 +88,7 @@ class CommandHandlers(ConversationState):
     def _validate_continue(self, request: CommandRequest) -> None:
         if self._seen(request.id):
             return
+        self._refuse_if_rolling_over()
         if self._busy():
             raise _refuse(errors.AGENT_BUSY, "Agent is already processing. Wait for it to finish.")
         last = self.transcript.last_message
@@ -207,6 +210,10 @@ class CommandHandlers(ConversationState):
             self.abort_signal.abort(request.reason or "aborted by user")
             self._set_details()
 
+    @workflow.signal(name="activity_events")
+    def activity_events(self, batch: ActivityEvents) -> None:
+        self._add_activity_events(batch)
+
     @workflow.signal(name="model_waiting")
     def model_waiting(self) -> None:
         # The model call in flight is slow to stream: subscribers get what is held now.
@@ -233,20 +240,19 @@ class CommandHandlers(ConversationState):
             status=self._status(),
             steering_queue_length=len(self.steering),
             follow_up_queue_length=len(self.follow_up),
-            event_offset=self.stream._on_offset(),
+            event_offset=self._event_offset,
             leaf_id=self.transcript.leaf_id,
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:
-        """The message being streamed, rebuilt from the deltas in the event log (queries only: the
-        deltas are folded here, on demand, so streaming costs the workflow nothing)."""
+        """The message being streamed, rebuilt from the deltas its model activity published (queries
+        only: the deltas are folded here, on demand, so streaming costs the workflow nothing)."""
         if self.streaming_message is None:
             return None
         converter = workflow.payload_converter()
-        start = max(0, self._streaming_from - self.stream._base_offset)
         deltas: list[dict[str, Any]] = []
-        for item in self.stream._log[start:]:
-            event = converter.from_payloads([item.data])[0]
+        for payload in self._streaming_payloads:
+            event = converter.from_payloads([payload])[0]
             if not isinstance(event, dict):
                 continue
             if event.get("type") == "message_update":

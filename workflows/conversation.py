@@ -21,7 +21,6 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as STREAM_PUBLISH_SIGNAL
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
@@ -70,8 +69,14 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC)
-        # Replaces the stream's own publish handler: external publishes must follow held events.
-        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._on_stream_publish)
+        carried = stream_state.log if stream_state is not None else []
+        self._event_offset = (stream_state.base_offset if stream_state is not None else 0) + len(carried)
+        # Base64 of the serialized payload: 4 characters for 3 bytes.
+        self._log_sizes = deque(len(item.data) * 3 // 4 for item in carried)
+        self._log_bytes = sum(self._log_sizes)
+        self._streaming_payloads = []
+        self._publishers = OrderedDict()
+        self.rolling_over = False
         self.session_id = inp.session_id
         self.config = inp.config
         self.limits = inp.limits
@@ -105,14 +110,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.import_error: ApplicationError | None = None
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
-        self._streaming_from = 0
         self._unreleased = []
         self.local_activities = 0
         self.model_hold = False
         self._index_running = False
         self._index_deferred = False
-        self._log_sizes = deque()
-        self._log_bytes = self._sized_to = 0
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
         # run has since come while one waited, or within FLUSH_DELAY of the one before it.
         self._paced = False
@@ -229,10 +231,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         if event.type == "message_start":
             if isinstance(event.message, AssistantMessage):
                 self.streaming_message = event.message
-                # Deltas published from here on (by the model activity) rebuild the partial on query.
-                self._streaming_from = self._next_event_offset() + 1
+                # Deltas the model activity publishes from here on rebuild the partial on query.
+                self._streaming_payloads = []
         elif event.type == "message_end":
             self.streaming_message = None
+            self._streaming_payloads = []
             result = self.runtime.result_entry
             if result is not None and result.message is event.message:
                 self.runtime.result_entry = None
@@ -365,14 +368,12 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         )
 
     async def _continue_as_new(self) -> None:
+        # From here on a prompt or continue is refused as ROLLING_OVER (the client sends it again, to
+        # the next run): pollers once detached cannot be attached again, so this run takes no new run.
+        self.rolling_over = True
         self._release_events()
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.pending_run is not None:
-            # A prompt landed while handlers drained: run it first (with subscribers attached again;
-            # WorkflowStream has no public way to undo ``detach_pollers``), roll over after.
-            self.stream._detaching = False
-            return
         self._release_events()
         self._truncate_events(keep=self.limits.retained_events // 5)
         stream_state = self._carried_events(self.limits.carried_message_bytes)
@@ -398,6 +399,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             search_attributes=self.search_attributes,
             run_count=self.run_count,
             stats=self.stats,
+            pending_run=self.pending_run,
             last_model_call_quick=self.runtime.last_call_quick,
         )
         workflow.continue_as_new(args=[carry, stream_state])

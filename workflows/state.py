@@ -14,11 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.workflow_streams import (
-    PublishInput,
-    WorkflowStream,
-    WorkflowStreamState,
-)
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -38,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.messages import AssistantMessage, Message
     from agentcore.model import QueueMode
     from agentcore.protocol import (
+        ROLLING_OVER,
+        ActivityEvents,
         ConversationConfig,
         ConversationLimits,
         DescribeToolsInput,
@@ -79,16 +77,23 @@ def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
 
 
 def _fitted(item: Any, limit: int) -> Any:
-    """``item`` (a ``PublishEntry`` or a carried log item: an event as base64 of its payload) with the
-    event cut to ``limit`` bytes if it is larger."""
+    """``item`` (a carried log item: an event as base64 of its payload) with the event cut to
+    ``limit`` bytes if it is larger."""
     if len(item.data) * 3 // 4 <= limit:
         return item
-    converter = workflow.payload_converter()
     raw = Payload()
     raw.ParseFromString(base64.b64decode(item.data))
-    event = converter.from_payloads([raw], [AgentEvent])[0]  # type: ignore[list-item]
-    fitted = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+    fitted = _fitted_payload(raw, limit)
     return dataclasses.replace(item, data=base64.b64encode(fitted.SerializeToString()).decode())
+
+
+def _fitted_payload(payload: Payload, limit: int) -> Payload:
+    """``payload`` (an event) with its longest strings cut to fit ``limit`` bytes, if it is larger."""
+    if payload.ByteSize() <= limit:
+        return payload
+    converter = workflow.payload_converter()
+    event = converter.from_payloads([payload], [AgentEvent])[0]  # type: ignore[list-item]
+    return converter.to_payloads([shrink_to_fit(event, limit)])[0]
 
 
 def _refuse(code: str, message: str) -> ApplicationError:
@@ -124,9 +129,15 @@ class ConversationState:
     # Why the session file a recovery named could not be placed (the conversation then ends).
     import_error: ApplicationError | None
     initialized: bool
+    # Continuing as new: a new run (prompt, continue) is refused, for the client to send to the next.
+    rolling_over: bool
     compacting: bool
     _indexed: tuple[Any, ...] | None
-    _streaming_from: int
+    # The events an activity published for the message being streamed (deltas, a retry notice), as
+    # payloads: ``get_state`` folds them into the partial message, on demand.
+    _streaming_payloads: list[Payload]
+    # The last batch applied per activity publisher (``ActivityEvents``): a batch sent twice counts once.
+    _publishers: OrderedDict[str, int]
     _unreleased: list[Any]
     _releaser: asyncio.Task[None]
     local_activities: int
@@ -134,11 +145,12 @@ class ConversationState:
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
-    # The byte sizes of the stream's newest items, offsets [_sized_to - len, _sized_to), and their
-    # sum: ``_truncate_events`` sizes each item once instead of walking the whole log every run.
+    # The workflow is the stream's only writer, so it tracks the log itself: the offset the next
+    # event gets, and the byte sizes of the retained events (offsets [_event_offset - len, _event_offset))
+    # with their sum, for the retention budget (``_truncate_events``).
+    _event_offset: int
     _log_sizes: deque[int]
     _log_bytes: int
-    _sized_to: int
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
@@ -146,16 +158,12 @@ class ConversationState:
             event = event.model_copy(update={"message": None})
         self._unreleased.append(event)
 
-    def _next_event_offset(self) -> int:
-        return self.stream._on_offset() + len(self._unreleased)
-
     def _event_limit(self) -> int:
         """How large an event may be (``agentcore.budget``): smaller once the run's history is large.
 
         The events retained in the stream count as history already: a subscriber slower than the
         run reads them later, each poll answer recording them, so a run that releases large events
         faster than they are read would otherwise pass the pressure mark by all of its backlog."""
-        self._measure_log()
         if workflow.info().get_current_history_size() + self._log_bytes > HISTORY_PRESSURE_BYTES:
             return EVENT_MAX_BYTES_UNDER_PRESSURE
         return EVENT_MAX_BYTES
@@ -173,7 +181,13 @@ class ConversationState:
                 limit = self._event_limit()
                 if payload.ByteSize() > limit:
                     payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
-            self.events.publish(payload)
+            self._append(payload)
+
+    def _append(self, payload: Payload) -> None:
+        self.events.publish(payload)
+        self._event_offset += 1
+        self._log_sizes.append(payload.ByteSize())
+        self._log_bytes += payload.ByteSize()
 
     async def _release_when_waiting(self) -> None:
         """Release events whenever the workflow waits, except on a local activity or a quiet model call.
@@ -188,7 +202,7 @@ class ConversationState:
         - while a model call has streamed nothing yet (``model_hold``): a quick call ends first, and
           its result's workflow task carries both batches in one answer. A call that is still quiet
           one publish interval in signals ``model_waiting``, and its first published delta releases
-          what is held ahead of itself (``_on_stream_publish``), so a slow model delays these events
+          what is held ahead of itself (``_add_activity_events``), so a slow model delays these events
           by that interval (80 ms) at most.
         """
         while True:
@@ -202,18 +216,28 @@ class ConversationState:
                 self._index_running = False
                 self._index()
 
-    def _on_stream_publish(self, payload: PublishInput) -> None:
-        """Events published from outside (model deltas, remote tool progress) go after the held ones.
+    def _add_activity_events(self, batch: ActivityEvents) -> None:
+        """Events an activity published (model deltas, tool progress) go after the held ones.
 
         An event too large for a poll's answer (a tool's progress can carry anything) is cut first."""
+        last = self._publishers.get(batch.publisher_id)
+        if last is not None and batch.sequence <= last:
+            return  # sent again after a failed send: applied already
+        self._publishers[batch.publisher_id] = batch.sequence
+        self._publishers.move_to_end(batch.publisher_id)
+        while len(self._publishers) > SEEN_IDS_KEPT:
+            self._publishers.popitem(last=False)
         self.model_hold = False
         if self._unreleased:
             self._release_events()
-        # Base64 of the serialized payload: 4 characters for 3 bytes.
-        if any(len(item.data) * 3 // 4 > EVENT_MAX_BYTES_UNDER_PRESSURE for item in payload.items):
-            limit = self._event_limit()
-            payload = dataclasses.replace(payload, items=[_fitted(item, limit) for item in payload.items])
-        self.stream._on_publish(payload)
+        for item in batch.items:
+            payload = Payload()
+            payload.ParseFromString(base64.b64decode(item))
+            if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
+                payload = _fitted_payload(payload, self._event_limit())
+            self._append(payload)
+            if self.streaming_message is not None:
+                self._streaming_payloads.append(payload)
 
     def _take_steering(self) -> list[Message]:
         return self._take(self.steering, self.config.steering_mode)
@@ -248,38 +272,19 @@ class ConversationState:
         )
         return result.tools, result.unknown
 
-    def _measure_log(self) -> None:
-        """Bring ``_log_sizes`` and ``_log_bytes`` up to the stream's log, sizing new items only.
-
-        WorkflowStream exposes no size view of its log; this reads it, never mutates it."""
-        log = self.stream._log
-        end = self.stream._on_offset()
-        base = end - len(log)
-        sizes = self._log_sizes
-        while sizes and self._sized_to - len(sizes) < base:  # cut since by someone else
-            self._log_bytes -= sizes.popleft()
-        if not sizes:
-            self._sized_to = base
-        for item in log[self._sized_to - base :]:
-            size = item.data.ByteSize()
-            sizes.append(size)
-            self._log_bytes += size
-        self._sized_to = end
-
     def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
         """Bound the retained event log by count and by bytes (events can carry large tool output;
         the log is memory now and continue-as-new input later, which must stay far below 2 MB):
         keep its longest tail within both."""
         max_events = self.limits.retained_events if keep is None else keep
         max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
-        self._measure_log()
-        log = self.stream._log
-        end = self.stream._on_offset()
         sizes = self._log_sizes
+        dropped = 0
         while sizes and (len(sizes) > max_events or self._log_bytes > max_bytes):
             self._log_bytes -= sizes.popleft()
-        if len(sizes) < len(log):
-            self.stream.truncate(end - len(sizes))
+            dropped += 1
+        if dropped:
+            self.stream.truncate(self._event_offset - len(sizes))
 
     def _carried_events(self, max_bytes: int) -> WorkflowStreamState:
         """The stream's state for continue-as-new: its newest events within ``max_bytes``.
@@ -327,6 +332,10 @@ class ConversationState:
         now = now_ms()
         self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
         self.recent_message_times.extend([now] * count)
+
+    def _refuse_if_rolling_over(self) -> None:
+        if self.rolling_over:
+            raise _refuse(ROLLING_OVER, "The conversation is continuing as new; send this again.")
 
     def _refuse_if_busy(self, what: str) -> None:
         if self._busy():
