@@ -23,7 +23,6 @@ from agentcore.messages import TextContent, ToolCall
 from agentcore.protocol import (
     DescribeToolsInput,
     DescribeToolsResult,
-    LocalToolResult,
     ToolCallInput,
 )
 from agentcore.runtime import AbortSignal
@@ -60,15 +59,6 @@ class ToolActivities:
         finally:
             await updates.close()
 
-    @activity.defn(name="tools.execute_local")  # don't rename: recorded in histories
-    async def execute_local(self, inp: ToolCallInput) -> LocalToolResult:
-        """The same call as a local activity. A signal sent from here would reach the workflow after
-        the result (both land in one workflow task), so progress comes back with the result."""
-        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
-        updates: list[AgentToolResult] = []
-        result = await self._run(inp, call, updates.append)
-        return LocalToolResult(result=result, updates=updates)
-
     async def _run(
         self, inp: ToolCallInput, call: ToolCall, on_update: Callable[[AgentToolResult], None]
     ) -> AgentToolResult:
@@ -96,8 +86,7 @@ class ToolActivities:
             )
         finally:
             reset_tool_context(token)
-        # A local activity has no heartbeat: its worker holds the workflow task while it runs.
-        ticker = None if activity.info().is_local else asyncio.create_task(_heartbeat_ticker())
+        ticker = asyncio.create_task(_heartbeat_ticker())
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -109,8 +98,7 @@ class ToolActivities:
                 await asyncio.wait_for(asyncio.shield(task), 2.0)
             result = aborted_result(inp.tool_name)
         finally:
-            if ticker is not None:
-                ticker.cancel()
+            ticker.cancel()
         return _capped(result)
 
 

@@ -174,7 +174,7 @@ async def test_large_progress_and_a_large_prompt(temporal_client: Client, tmp_pa
             return tool_calls([("dump", {"kilobytes": 1500})])
         return text(f"prompt {len(context.messages[0].text)}, tool {_tool_chars(context)}")
 
-    # A tool longer than a local activity's limit runs remotely: its progress travels as a signal.
+    # Its progress travels as an activity_events signal, cut to the stream's budget by the activity.
     tool = dump_tool(timeout_seconds=30)
     async with running_worker(temporal_client, tmp_path, ScriptedModel(respond), tools=[tool]) as h:
         agent = await h.agents.start("big-progress", _options())

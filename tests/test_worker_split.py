@@ -117,7 +117,7 @@ def test_a_worker_process_collects_garbage_less_often() -> None:
     import sys
 
     script = (
-        "import gc, worker\n"
+        "import gc\nfrom agentcore import worker\n"
         "before = gc.get_threshold()\n"
         "worker.tune_gc_for_worker()\n"
         "print(before == (700, 10, 10), gc.get_threshold() == worker.GC_THRESHOLDS, gc.get_freeze_count() > 1000)\n"

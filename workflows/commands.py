@@ -214,11 +214,6 @@ class CommandHandlers(ConversationState):
     def activity_events(self, batch: ActivityEvents) -> None:
         self._add_activity_events(batch)
 
-    @workflow.signal(name="model_waiting")
-    def model_waiting(self) -> None:
-        # The model call in flight is slow to stream: subscribers get what is held now.
-        self.model_hold = False
-
     @workflow.query(name="get_state")
     def get_state(self) -> DurableState:
         # The newest messages within the answer's budget (all of them, unless tool output is large):

@@ -21,7 +21,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -110,9 +110,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.import_error: ApplicationError | None = None
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
-        self._unreleased = []
-        self.local_activities = 0
-        self.model_hold = False
+        self._run_started_at = 0
         self._index_running = False
         self._index_deferred = False
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
@@ -139,7 +137,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.initialized = True
         self._set_details()
         # Held here: the event loop keeps only a weak reference to a task.
-        self._releaser = asyncio.create_task(self._release_when_waiting(), name="release events")
+        self._indexer = asyncio.create_task(self._index_runs_that_outlast_their_task(), name="index runs")
         while True:
             await workflow.wait_condition(
                 lambda: (
@@ -181,9 +179,10 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
-        # Indexed as running when its first events leave (``_release_when_waiting``), not here: a
-        # quick run then costs one upsert (idle, with its counts, at the end), not two.
+        # Indexed as running only if it outlasts this workflow task (``_index_runs_that_outlast_their_task``):
+        # a quick run then costs one upsert (idle, with its counts, at the end), not two.
         self._index_running = True
+        self._run_started_at = workflow.info().get_current_history_length()
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -295,25 +294,23 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     async def _flush(self) -> None:
         entries = list(self.transcript.unwritten)
         append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
-        summary = f"append {len(entries)} entries"
-        if not await self._flush_locally(append, summary):
-            try:
-                await workflow.execute_activity(
-                    APPEND_ACTIVITY,
-                    append,
-                    start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
-                    # The activity beats while its write waits: a worker that dies mid-write is noticed
-                    # as soon as a model call's would be, not after the 30 s backstop.
-                    heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
-                    retry_policy=policies.SESSION_WRITE.retry,
-                    summary=summary,
-                )
-            except ActivityError as err:
-                # Keep the entries (nothing is lost) and stop retrying until something changes.
-                self.write_blocked = True
-                self.error_message = f"Session file write failed: {err.cause or err}"
-                self._set_details()
-                return
+        try:
+            await workflow.execute_activity(
+                APPEND_ACTIVITY,
+                append,
+                start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                # The activity beats while its write waits: a worker that dies mid-write is noticed
+                # as soon as a model call's would be, not after the 30 s backstop.
+                heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
+                retry_policy=policies.SESSION_WRITE.retry,
+                summary=f"append {len(entries)} entries",
+            )
+        except ActivityError as err:
+            # Keep the entries (nothing is lost) and stop retrying until something changes.
+            self.write_blocked = True
+            self.error_message = f"Session file write failed: {err.cause or err}"
+            self._set_details()
+            return
         self.transcript.mark_written(entries)
         self.session_created = True
 
@@ -339,28 +336,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise self.import_error from None
 
-    async def _flush_locally(self, append: AppendInput, summary: str) -> bool:
-        """Write ``append`` in this worker, inside this workflow task; False: not done, flush remotely.
-
-        Only entries earlier workflow tasks made: this task may be lost and run again (its entries
-        with other ids and times), but those are in the history already (appends are idempotent on
-        id). A busy session file fails it at once (no lock wait inside a workflow task), as does any
-        other error: the remote activity then retries, or gives up and blocks writes.
-        """
-        if self.transcript.split_committed()[1]:
-            return False
-        try:
-            await workflow.execute_local_activity(
-                APPEND_ACTIVITY,
-                append,
-                start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
-                retry_policy=policies.LOCAL_SESSION_WRITE.retry,
-                summary=summary,
-            )
-        except FailureError:  # a local activity's failure may come unwrapped
-            return False
-        return True
-
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
@@ -371,10 +346,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         # From here on a prompt or continue is refused as ROLLING_OVER (the client sends it again, to
         # the next run): pollers once detached cannot be attached again, so this run takes no new run.
         self.rolling_over = True
-        self._release_events()
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        self._release_events()
         self._truncate_events(keep=self.limits.retained_events // 5)
         stream_state = self._carried_events(self.limits.carried_message_bytes)
         messages, entry_ids, first_index = self.transcript.carry_tail(

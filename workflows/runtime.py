@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.model import Model
     from agentcore.protocol import (
         ConversationInput,
-        LocalToolResult,
         StreamInput,
         StreamResult,
         ToolCallInput,
@@ -61,9 +60,10 @@ from . import policies
 from .state import new_id, now_ms
 from .tree import TreeHandlers
 
+T = TypeVar("T")
+
 LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
 TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
-LOCAL_TOOL_ACTIVITY = "tools.execute_local"  # don't rename: recorded in histories
 
 
 class ResultEntry(NamedTuple):
@@ -142,7 +142,6 @@ class TemporalRuntime:
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
         local = self._call_locally()
-        hold = not local and self._hold_events()
         written, pending = transcript.split_committed() if local else (entries, [])
         activity_input = StreamInput(
             session_id=conversation.session_id,
@@ -158,7 +157,6 @@ class TemporalRuntime:
             temperature=options.temperature,
             create=conversation.session_create(),
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
-            events_held=hold,
         )
         signal: AbortSignal | None = options.signal
         local_result = await self._call_local(activity_input, signal) if local else None
@@ -173,7 +171,7 @@ class TemporalRuntime:
                 activity_input = activity_input.model_copy(
                     update={"entries": entries, "pending_entries": [], "prior_attempts": prior_attempts}
                 )
-            result = await self._call_remote(activity_input, signal, hold)
+            result = await self._call_remote(activity_input, signal)
             quick, result_written = not local and result.deltas_published == 0, True
         transcript.mark_written(written)
         conversation.session_created = True
@@ -200,8 +198,6 @@ class TemporalRuntime:
             summary=f"llm {model.provider}/{model.id}",
         )
         remove = signal.add_listener(handle.cancel) if signal is not None else None
-        # Events wait for it like for a local tool: the workflow task stays open meanwhile.
-        conversation.local_activities += 1
         try:
             result: StreamResult = await handle
             return result
@@ -211,7 +207,6 @@ class TemporalRuntime:
                 raise
             return err
         finally:
-            conversation.local_activities -= 1
             if remove is not None:
                 remove()
 
@@ -237,29 +232,18 @@ class TemporalRuntime:
             await workflow.wait_condition(lambda: signal is not None and signal.aborted, timeout=delay)
         return 1
 
-    async def _call_remote(
-        self, activity_input: StreamInput, signal: AbortSignal | None, hold: bool
-    ) -> StreamResult:
+    async def _call_remote(self, activity_input: StreamInput, signal: AbortSignal | None) -> StreamResult:
         conversation = self.conversation
         model = activity_input.model
         opts = policies.llm_call(conversation.limits, activity_input.prior_attempts)
-        handle = workflow.start_activity(
-            LLM_ACTIVITY,
-            activity_input,
-            result_type=StreamResult,
-            start_to_close_timeout=opts.start_to_close,
-            heartbeat_timeout=opts.heartbeat,
-            retry_policy=opts.retry,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"llm {model.provider}/{model.id}",
+        handle = _start_cancellable(
+            LLM_ACTIVITY, activity_input, StreamResult, opts, f"llm {model.provider}/{model.id}"
         )
         remove = signal.add_listener(handle.cancel) if signal is not None else None
-        conversation.model_hold = hold
         try:
             result: StreamResult = await handle
             return result
         finally:
-            conversation.model_hold = False
             if remove is not None:
                 remove()
 
@@ -269,17 +253,10 @@ class TemporalRuntime:
         model's first call takes seconds); the expectation crosses continue-as-new."""
         return bool(self.last_call_quick)
 
-    def _hold_events(self) -> bool:
-        """Whether the conversation's events wait for the next model call: only over a call expected
-        to be quick (one poll answer per quick call instead of two). A call still quiet one publish
-        interval in signals ``model_waiting`` and releases them."""
-        return self.expect_quick()
-
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
     ) -> AgentToolResult:
-        # A remote tool activity publishes its ``on_update`` progress straight to the event stream; a
-        # local one hands it back with the result (see ``tools.execute_local``).
+        # The tool activity publishes its ``on_update`` progress itself (``activity_events``).
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
@@ -293,45 +270,15 @@ class TemporalRuntime:
             retry_safe=spec.retry_safe,
             timeout_seconds=spec.timeout_seconds,
         )
-        summary = f"tool {call.name} {_digest(call.arguments)}"
-        # A short, retry-safe tool runs as a local activity: no server round trip, no extra workflow
-        # task. A worker that dies mid-call loses the workflow task, and the next worker runs the
-        # call again (fine for a retry-safe tool; the others always get one remote attempt).
-        local = spec.retry_safe and spec.timeout_seconds <= limits.local_tool_max_seconds
-        if local:
-            handle = workflow.start_local_activity(
-                LOCAL_TOOL_ACTIVITY,
-                tool_input,
-                result_type=LocalToolResult,
-                start_to_close_timeout=opts.start_to_close,
-                retry_policy=opts.retry,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=summary,
-            )
-        else:
-            handle = workflow.start_activity(
-                TOOL_ACTIVITY,
-                tool_input,
-                result_type=AgentToolResult,
-                start_to_close_timeout=opts.start_to_close,
-                heartbeat_timeout=opts.heartbeat,
-                retry_policy=opts.retry,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=summary,
-            )
+        # Every tool call is an activity with heartbeats: an abort cancels it at once, and the
+        # conversation answers get_state and takes steering while it runs. (A local activity held the
+        # workflow task open for the tool's whole run: none of them acted until it ended.)
+        handle = _start_cancellable(
+            TOOL_ACTIVITY, tool_input, AgentToolResult, opts, f"tool {call.name} {_digest(call.arguments)}"
+        )
         remove = signal.add_listener(handle.cancel)
-        # Events wait for a local tool to return before subscribers' polls see them (one poll answer
-        # per tool call instead of two): the workflow task stays open meanwhile anyway.
-        hold = local
-        if hold:
-            self.conversation.local_activities += 1
         try:
-            outcome = await handle
-            if isinstance(outcome, LocalToolResult):
-                for partial in outcome.updates:
-                    on_update(partial)
-                return outcome.result
-            result: AgentToolResult = outcome
+            result: AgentToolResult = await handle
             return result
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
@@ -349,8 +296,23 @@ class TemporalRuntime:
             return error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {_describe_failure(err)}')
         finally:
             remove()
-            if hold:
-                self.conversation.local_activities -= 1
+
+
+def _start_cancellable(
+    name: str, arg: Any, result_type: type[T], opts: policies.ActivityOptions, summary: str
+) -> workflow.ActivityHandle[T]:
+    """A heartbeating activity that an abort cancels; it hands back what it has (its partial message,
+    an aborted tool result) instead of being cut off: ``WAIT_CANCELLATION_COMPLETED``."""
+    return workflow.start_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=opts.start_to_close,
+        heartbeat_timeout=opts.heartbeat,
+        retry_policy=opts.retry,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        summary=summary,
+    )
 
 
 def messages_built_by_the_activity(messages: list[Any]) -> list[Any]:

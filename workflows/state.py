@@ -138,10 +138,9 @@ class ConversationState:
     _streaming_payloads: list[Payload]
     # The last batch applied per activity publisher (``ActivityEvents``): a batch sent twice counts once.
     _publishers: OrderedDict[str, int]
-    _unreleased: list[Any]
-    _releaser: asyncio.Task[None]
-    local_activities: int
-    model_hold: bool
+    _indexer: asyncio.Task[None]
+    # The history length when the current run started (see ``_index_runs_that_outlast_their_task``).
+    _run_started_at: int
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
@@ -153,10 +152,20 @@ class ConversationState:
     _log_bytes: int
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
+        """Put a loop event into the stream, where subscribers' polls see it.
+
+        Converted here rather than by the stream, the same way, so that an event too large for a
+        poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
             # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
             event = event.model_copy(update={"message": None})
-        self._unreleased.append(event)
+        converter = workflow.payload_converter()
+        payload = converter.to_payloads([event])[0]
+        if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
+            limit = self._event_limit()
+            if payload.ByteSize() > limit:
+                payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+        self._append(payload)
 
     def _event_limit(self) -> int:
         """How large an event may be (``agentcore.budget``): smaller once the run's history is large.
@@ -168,56 +177,28 @@ class ConversationState:
             return EVENT_MAX_BYTES_UNDER_PRESSURE
         return EVENT_MAX_BYTES
 
-    def _release_events(self) -> None:
-        """Move published events into the stream, where subscribers' polls see them.
-
-        Converted here rather than by the stream, the same way, so that an event too large for a
-        poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
-        unreleased, self._unreleased = self._unreleased, []
-        converter = workflow.payload_converter()
-        for event in unreleased:
-            payload = converter.to_payloads([event])[0]
-            if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
-                limit = self._event_limit()
-                if payload.ByteSize() > limit:
-                    payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
-            self._append(payload)
-
     def _append(self, payload: Payload) -> None:
         self.events.publish(payload)
         self._event_offset += 1
         self._log_sizes.append(payload.ByteSize())
         self._log_bytes += payload.ByteSize()
 
-    async def _release_when_waiting(self) -> None:
-        """Release events whenever the workflow waits, except on a local activity or a quiet model call.
-
-        Conditions are checked only once the workflow has nothing left to run, so this releases at
-        the point where the workflow blocks. Each released batch answers the subscribers' polls, and
-        each answer costs a workflow task more (to accept the subscriber's next poll), so events are
-        held while an answer now would reach nobody sooner, or be followed at once by another:
-
-        - while a local activity (a short tool) runs, the workflow task stays open, so an answer
-          leaves no sooner than one after the tool;
-        - while a model call has streamed nothing yet (``model_hold``): a quick call ends first, and
-          its result's workflow task carries both batches in one answer. A call that is still quiet
-          one publish interval in signals ``model_waiting``, and its first published delta releases
-          what is held ahead of itself (``_add_activity_events``), so a slow model delays these events
-          by that interval (80 ms) at most.
-        """
+    async def _index_runs_that_outlast_their_task(self) -> None:
+        """A run still going in a later workflow task shows as running in the index; one that ends in
+        the task it started in (a quick answer) goes straight to its idle upsert: one upsert, not two
+        (each is a history event and a visibility write)."""
         while True:
             await workflow.wait_condition(
-                lambda: bool(self._unreleased) and not self.local_activities and not self.model_hold
+                lambda: (
+                    self._index_running
+                    and workflow.info().get_current_history_length() > self._run_started_at
+                )
             )
-            self._release_events()
-            if self._index_running:
-                # A run whose events reach subscribers before it ends shows as running in the UI too;
-                # one that ends first (within a model call or two) goes straight to its idle upsert.
-                self._index_running = False
-                self._index()
+            self._index_running = False
+            self._index()
 
     def _add_activity_events(self, batch: ActivityEvents) -> None:
-        """Events an activity published (model deltas, tool progress) go after the held ones.
+        """Events an activity published (model deltas, tool progress) go into the stream.
 
         An event too large for a poll's answer (a tool's progress can carry anything) is cut first."""
         last = self._publishers.get(batch.publisher_id)
@@ -227,9 +208,6 @@ class ConversationState:
         self._publishers.move_to_end(batch.publisher_id)
         while len(self._publishers) > SEEN_IDS_KEPT:
             self._publishers.popitem(last=False)
-        self.model_hold = False
-        if self._unreleased:
-            self._release_events()
         for item in batch.items:
             payload = Payload()
             payload.ParseFromString(base64.b64decode(item))

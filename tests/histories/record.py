@@ -116,7 +116,7 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
 
 
 async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
-    """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history.
+    """Tool turns watched by a live subscriber: poll Updates in the history.
 
     Quick model calls (local activities), a call that streams its own deltas and a quiet one (both
     handed from a local attempt to a remote activity), remote calls after a slow one, and an abort
