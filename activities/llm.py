@@ -34,12 +34,11 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
-from agentcore.protocol import EVENTS_TOPIC, SIGNAL_MODEL_WAITING, StreamInput, StreamResult
+from agentcore.protocol import StreamInput, StreamResult
 from agentcore.providers.base import ConversionMemo
 from agentcore.providers.errors import MAX_RETRY_AFTER_SECONDS, is_context_overflow
 from agentcore.providers.keys import resolve_api_key
@@ -48,6 +47,7 @@ from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
+from .events import ActivityEventPublisher
 from .session import KEPT_SESSIONS, SessionStore, activity_lock_wait, heartbeating
 
 T = TypeVar("T")
@@ -152,7 +152,7 @@ class LlmActivities:
             )
             if isinstance(prepared, AssistantMessage):
                 return StreamResult(message=prepared)
-            publisher = _DeltaPublisher(self.publish_interval, announce_waiting=inp.events_held)
+            publisher = _DeltaPublisher(self.publish_interval)
             attempt = info.attempt + inp.prior_attempts
             if attempt > 1 and not info.is_local:
                 publisher.announce_retry(attempt, self._failures.pop(inp.result_entry_id, None))
@@ -167,7 +167,7 @@ class LlmActivities:
             # llm.stream, which can stream its deltas and be aborted while it runs.
             self._park(inp.result_entry_id, call)
             await self._synced(inp, syncing)
-            return StreamResult(message=self._final_message(inp, call), handoff=True)
+            return StreamResult(message=self._final_message(inp, call, handoff=True), handoff=True)
         message = self._final_message(inp, call)
         retry = None if call.signal.aborted else call.state["retry"]
         try:
@@ -291,8 +291,9 @@ class LlmActivities:
                 ticker.cancel()
         return True
 
-    def _final_message(self, inp: StreamInput, call: _Call) -> AssistantMessage:
-        """The call's message: its final one, or its partial marked aborted / errored."""
+    def _final_message(self, inp: StreamInput, call: _Call, *, handoff: bool = False) -> AssistantMessage:
+        """The call's message: its final one, or its partial marked aborted / errored (as it is, for
+        a handoff: the call goes on)."""
         final: AssistantMessage | None = call.state["final"]
         signal = call.signal
         if final is not None and not (signal.aborted and final.stop_reason != "aborted"):
@@ -301,8 +302,8 @@ class LlmActivities:
         base = partial or AssistantMessage(
             api=inp.model.api, provider=inp.model.provider, model=inp.model.id, timestamp=_now_ms()
         )
-        if not call.task.done():
-            return base  # a handoff: the call goes on
+        if handoff:
+            return base
         reason = "aborted" if signal.aborted else "error"
         return base.model_copy(
             update={
@@ -380,65 +381,39 @@ async def _heartbeat_ticker(interval: float, publisher: _DeltaPublisher | None =
 
 
 class _DeltaPublisher:
-    """Batches deltas into stream signals, but only once a call outlives one interval.
+    """Batches deltas into ``activity_events`` signals, but only once a call outlives one interval.
 
     A call that finishes within the first interval publishes nothing: the workflow derives the deltas
-    from the final message, saving a signal (and a workflow task) per model call. One still quiet at
-    its first tick while the workflow holds the turn's events for it (``events_held``) signals
-    ``model_waiting`` instead, so they go out then.
+    from the final message, saving a signal (and a workflow task) per model call.
     """
 
-    def __init__(self, interval: timedelta, *, announce_waiting: bool = False) -> None:
+    def __init__(self, interval: timedelta) -> None:
         self.interval = interval.total_seconds()
-        self.announce_waiting = announce_waiting
-        self.pending: list[Any] = []
         self.started = False
-        self._client: WorkflowStreamClient | None = None
+        self._events = ActivityEventPublisher()
 
-    def _topic(self) -> Any:
-        if self._client is None:
-            self._client = WorkflowStreamClient.from_within_activity(batch_interval=timedelta(hours=1))
-        return self._client.topic(EVENTS_TOPIC)
+    @property
+    def pending(self) -> list[Any]:
+        return self._events.pending
+
+    @pending.setter
+    def pending(self, events: list[Any]) -> None:
+        self._events.pending = events
 
     def announce_retry(self, attempt: int, cause: str | None) -> None:
         self.started = True
         reason = f"attempt {attempt - 1} failed: {cause}" if cause else "the previous attempt failed"
-        self.pending.append(LlmRetryEvent(attempt=attempt, error_message=reason))
+        self.publish(LlmRetryEvent(attempt=attempt, error_message=reason))
 
     def publish(self, event: Any) -> None:
-        self.pending.append(event)
+        self._events.publish(event)
 
     async def tick(self) -> None:
-        first = not self.started
         self.started = True
-        if first and not self.pending and self.announce_waiting:
-            await self._announce_waiting()
-        await self._send()
-
-    async def _announce_waiting(self) -> None:
-        """Tell the workflow this call is slow to stream: it holds the turn's events until then."""
-        info = activity.info()
-        if info.workflow_id is None:
-            return
-        try:
-            handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-            await handle.signal(SIGNAL_MODEL_WAITING)
-        except Exception as err:  # the workflow then releases them with the result: later, not lost
-            activity.logger.warning("model_waiting signal failed: %s", err)
-
-    async def _send(self) -> None:
-        if self.pending:
-            topic = self._topic()
-            batch, self.pending = self.pending, []
-            for event in batch:
-                topic.publish(event)
-        if self._client is not None:
-            # Also what an earlier send left in the stream client: a tick cancelled mid-flush (the
-            # call ended meanwhile) keeps its batch there, and the next send must not skip it.
-            await self._client.flush()
+        await self._events.flush()
 
     async def close(self) -> None:
         """Deliver what is buffered if streaming started; else drop it (the workflow derives it)."""
         if self.started:
-            await self._send()
+            await self._events.flush()
         self.pending = []

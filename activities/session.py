@@ -215,18 +215,10 @@ class SessionActivities:
     @activity.defn(name="session.append")  # don't rename: recorded in histories
     async def append(self, inp: AppendInput) -> None:
         """Append the workflow's entries (idempotent on id), heartbeating if that takes a while (the
-        workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon).
-
-        Run locally (inside a workflow task) it does not wait on a busy file: it fails at once and
-        the workflow flushes through the remote activity, which waits."""
+        workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon)."""
         entries = inp.entries
         await heartbeating(
-            self.store.write(
-                inp.session_id,
-                inp.create,
-                lambda storage: storage.append_entries(entries),
-                lock_wait=activity_lock_wait(),
-            )
+            self.store.write(inp.session_id, inp.create, lambda storage: storage.append_entries(entries))
         )
 
     @activity.defn(name="session.import")

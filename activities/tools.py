@@ -2,7 +2,7 @@
 
 The tool's function lives in this worker's ``ToolRegistry``; the workflow only knows its spec. A
 tool sees its call id as an idempotency key and the attempt number (``current_tool_context()``).
-Progress from ``on_update`` is published straight to the conversation's event stream.
+Progress from ``on_update`` is sent to the conversation as ``tool_execution_update`` events.
 """
 
 from __future__ import annotations
@@ -15,22 +15,22 @@ from typing import Any
 
 import orjson
 from temporalio import activity
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from agentcore.budget import EVENT_MAX_BYTES_UNDER_PRESSURE, shrink_to_fit
 from agentcore.errors import OUTCOME_UNKNOWN, TOOL_NOT_FOUND
 from agentcore.events import ToolExecutionUpdateEvent
 from agentcore.messages import TextContent, ToolCall
 from agentcore.protocol import (
-    EVENTS_TOPIC,
     DescribeToolsInput,
     DescribeToolsResult,
-    LocalToolResult,
     ToolCallInput,
 )
 from agentcore.runtime import AbortSignal
 from agentcore.tool_context import ToolContext, reset_tool_context, set_tool_context
 from agentcore.tool_exec import aborted_result, error_result, execute_tool_with_timeout
 from agentcore.tools import AgentToolResult, ToolRegistry
+
+from .events import ActivityEventPublisher
 
 # A result must fit in an activity completion (Temporal refuses payloads over 2 MB) and is read by a
 # model anyway: longer text is cut, with a note saying so.
@@ -59,15 +59,6 @@ class ToolActivities:
         finally:
             await updates.close()
 
-    @activity.defn(name="tools.execute_local")  # don't rename: recorded in histories
-    async def execute_local(self, inp: ToolCallInput) -> LocalToolResult:
-        """The same call as a local activity. A signal sent from here would reach the workflow after
-        the result (both land in one workflow task), so progress comes back with the result."""
-        call = ToolCall(id=inp.tool_call_id, name=inp.tool_name, arguments=inp.arguments)
-        updates: list[AgentToolResult] = []
-        result = await self._run(inp, call, updates.append)
-        return LocalToolResult(result=result, updates=updates)
-
     async def _run(
         self, inp: ToolCallInput, call: ToolCall, on_update: Callable[[AgentToolResult], None]
     ) -> AgentToolResult:
@@ -95,8 +86,7 @@ class ToolActivities:
             )
         finally:
             reset_tool_context(token)
-        # A local activity has no heartbeat: its worker holds the workflow task while it runs.
-        ticker = None if activity.info().is_local else asyncio.create_task(_heartbeat_ticker())
+        ticker = asyncio.create_task(_heartbeat_ticker())
         try:
             result = await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -108,8 +98,7 @@ class ToolActivities:
                 await asyncio.wait_for(asyncio.shield(task), 2.0)
             result = aborted_result(inp.tool_name)
         finally:
-            if ticker is not None:
-                ticker.cancel()
+            ticker.cancel()
         return _capped(result)
 
 
@@ -124,31 +113,39 @@ async def _heartbeat_ticker() -> None:
 
 
 class _UpdatePublisher:
-    """``on_update`` -> ``tool_execution_update`` events, batched into stream signals."""
+    """``on_update`` -> ``tool_execution_update`` events, sent every ``interval`` while any wait.
+
+    An event over the stream's budget is cut first (``agentcore.budget``): progress is a preview,
+    the tool's result carries everything."""
 
     def __init__(self, call: ToolCall, interval: timedelta) -> None:
         self.call = call
-        self.interval = interval
-        self._client: WorkflowStreamClient | None = None
-        self._topic: Any = None
+        self.interval = interval.total_seconds()
+        self._events = ActivityEventPublisher()
+        self._sender: asyncio.Task[None] | None = None
 
     def on_update(self, partial: AgentToolResult) -> None:
-        if self._client is None:
-            self._client = WorkflowStreamClient.from_within_activity(batch_interval=self.interval)
-            self._topic = self._client.topic(EVENTS_TOPIC)
-            self._runner = asyncio.get_running_loop().create_task(self._client.__aenter__())
         event = ToolExecutionUpdateEvent(
             tool_call_id=self.call.id,
             tool_name=self.call.name,
             args=self.call.arguments,
             partial_result=partial.model_dump(mode="json"),
         )
-        self._topic.publish(event)
+        self._events.publish(shrink_to_fit(event, EVENT_MAX_BYTES_UNDER_PRESSURE))
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send_every_interval())
+
+    async def _send_every_interval(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            await self._events.flush()
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._runner
-            await self._client.__aexit__(None, None, None)
+        if self._sender is not None:
+            self._sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sender
+            await self._events.flush()
 
 
 def _capped(result: AgentToolResult) -> AgentToolResult:

@@ -46,6 +46,7 @@ from .messages import ImageContent, Message, TextContent, UserMessage, describe_
 from .model import Model, ThinkingLevel, parse_thinking_level
 from .protocol import (
     EVENTS_TOPIC,
+    ROLLING_OVER,
     WORKFLOW_NAME,
     AbortRequest,
     Accepted,
@@ -438,8 +439,11 @@ class DurableAgent:
             except WorkflowUpdateFailedError as err:
                 cause = err.cause
                 if isinstance(cause, ApplicationError):
-                    raise AgentError.from_code(cause.type, cause.message) from None
-                raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+                    # Refused by a run continuing as new: the next run takes it (same request id).
+                    if cause.type != ROLLING_OVER or time.monotonic() > deadline:
+                        raise AgentError.from_code(cause.type, cause.message) from None
+                else:
+                    raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
             except RPCError as err:
                 # The server refuses updates while the workflow's last task failed or timed out (a
                 # worker was killed holding it, or is overloaded) until a retried task succeeds.

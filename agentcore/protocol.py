@@ -20,7 +20,7 @@ from .messages import AssistantMessage, Message, UserMessage, WireModel
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
-from .tools import AgentToolResult, ToolSpec
+from .tools import ToolSpec
 
 WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
 EVENTS_TOPIC = "events"
@@ -37,12 +37,15 @@ UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
-# Sent by a model activity that has streamed nothing one publish interval in (see ``llm.stream``).
-SIGNAL_MODEL_WAITING = "model_waiting"
+# Events an activity publishes (model deltas, tool progress): the workflow puts them in its stream.
+SIGNAL_ACTIVITY_EVENTS = "activity_events"
 QUERY_STATE = "get_state"
 QUERY_MESSAGES = "get_messages"
 QUERY_STATS = "get_session_stats"
 QUERY_QUEUES = "get_queues"
+# The refusal of a prompt or continue that reached a run continuing as new: the client sends it again
+# (same request id) and the next run takes it.
+ROLLING_OVER = "ROLLING_OVER"
 
 
 class ConversationLimits(WireModel):
@@ -72,10 +75,6 @@ class ConversationLimits(WireModel):
     llm_max_attempts: int = 8
     tool_heartbeat_seconds: float = 10.0
     tool_max_attempts: int = 5
-    # Retry-safe tools whose timeout is at most this run as local activities: in the worker that
-    # holds the conversation, with no round trip through the server (0 turns it off). Their
-    # progress updates then reach subscribers with the result, not while they run.
-    local_tool_max_seconds: float = 10.0
     # A model call expected to be quick (the conversation's previous one ended within a publish
     # interval, 80 ms) runs as a local activity first; one still running after that interval is
     # handed to a remote activity that streams it. False runs every call remotely.
@@ -266,9 +265,20 @@ class StreamInput(WireModel):
     pending_entries: list[SessionEntry] = Field(default_factory=list)
     # Failed attempts already made at this call (a local one): attempt numbers continue from them.
     prior_attempts: int = 0
-    # The workflow holds the turn's events until this call returns or publishes: a call still quiet
-    # at its first publish tick signals ``model_waiting`` so they go out then.
-    events_held: bool = False
+
+
+class ActivityEvents(WireModel):
+    """One batch of the events an activity publishes, in order (``SIGNAL_ACTIVITY_EVENTS``).
+
+    The workflow is the only writer of its event stream: it numbers every event, sizes it against
+    the retention budget and keeps the deltas of the message being streamed, without reading the
+    stream's internals. Each event is a serialized ``Payload``, base64, as the stream stores it (the
+    workflow passes it on without decoding it). ``(publisher_id, sequence)`` makes a batch sent
+    twice (a signal retried) apply once."""
+
+    publisher_id: str
+    sequence: int
+    items: list[str] = Field(default_factory=list)
 
 
 class StreamResult(WireModel):
@@ -290,13 +300,6 @@ class ToolCallInput(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     retry_safe: bool = True
     timeout_seconds: float
-
-
-class LocalToolResult(WireModel):
-    """``tools.execute_local``: the result, and the progress updates to publish before it."""
-
-    result: AgentToolResult
-    updates: list[AgentToolResult] = Field(default_factory=list)
 
 
 class AppendInput(WireModel):

@@ -84,8 +84,8 @@ def create_worker(
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
-    # (A task also holds its slot while its local activities run, a whole quick turn; 64 slots
-    # measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
+    # (A task also holds its slot while a quick model call's local attempt runs, 80 ms at most; 64
+    # slots measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
     worker_options.setdefault("max_concurrent_workflow_tasks", 16)
     # A dead worker's sticky queue holds its conversations' next tasks this long before any other
     # worker may take them (the SDK default is 10 s).
@@ -101,7 +101,6 @@ def create_worker(
         activities=[
             llm.stream,
             tool_activities.execute,
-            tool_activities.execute_local,
             tool_activities.describe,
             session.append,
             session.import_session,
@@ -147,7 +146,7 @@ class AgentWorker(Worker):
 
     The SDK core hands one worker's local activities and remote activity tasks to Python through one
     queue, local activities first. A busy worker always has a local activity waiting (the quick model
-    calls and tools of its conversations), so its remote activity tasks, eager ones included, waited
+    calls of its conversations), so its remote activity tasks, eager ones included, waited
     behind them: under a 10x overload a model call the server counted as started reached Python only
     after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/RESULTS.md, entry
     20). Here this worker runs the workflow tasks and their local activities, and a second one, on the

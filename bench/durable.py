@@ -102,8 +102,7 @@ async def single(
 ) -> list[Row]:
     """One conversation's tool turns. With ``rounds`` > 1, each round on a stack of its own (the
     machine's state changes from minute to minute): latencies pooled, CPU figures as the median."""
-    remote = float(options.get("worker_options", {}).get("tool_timeout_seconds", 5)) > 10
-    section = f"1. one conversation ({model_kind}{', remote tool activity' if remote else ''})"
+    section = f"1. one conversation ({model_kind})"
     if rounds > 1:
         section += f", {rounds} rounds"
     samples: list[float] = []
@@ -380,13 +379,11 @@ def _tool_spans(events: list[Any]) -> list[float]:
 
 
 async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -> list[Row]:
-    """Remote tool activities: first scheduled -> the workflow task that sees the last result. Local
-    ones (a short tool) leave no schedule event: their whole tool turn is timed instead."""
+    """Tool activities: first scheduled -> the workflow task that sees the last result; and the
+    whole tool turn."""
     section = "3. tool execution overhead (no-op tool)"
     rows = []
-    worker: dict[str, Any] = options.pop("worker_options", {})
-    remote = {**worker, "tool_timeout_seconds": 120}
-    async with stack(model=model_kind, worker_options=remote, **options) as s:
+    async with stack(model=model_kind, **options) as s:
         for batch in (1, 5, 10):
             agent = await s.start_agent()
             clock = await TurnClock(agent).start()
@@ -395,8 +392,7 @@ async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -
             await clock.stop()
             history = await _history(s, agent.session_id)
             spans = _tool_spans(list(history.events))[3:]
-            rows.append(_lat_row(section, f"remote, batch of {batch}: scheduled -> results seen", spans, 5.0))
-    async with stack(model=model_kind, **options, worker_options=worker) as s:
+            rows.append(_lat_row(section, f"batch of {batch}: scheduled -> results seen", spans, 5.0))
         for batch in (1, 5, 10):
             agent = await s.start_agent()
             clock = await TurnClock(agent).start()
@@ -404,7 +400,7 @@ async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -
                 await clock.turn(f"/tools {batch}")
             samples = [await clock.turn(f"/tools {batch}") for _ in range(turns)]
             await clock.stop()
-            rows.append(_lat_row(section, f"local, batch of {batch}: whole tool turn", samples, 5.0))
+            rows.append(_lat_row(section, f"batch of {batch}: whole tool turn", samples, 5.0))
     return rows
 
 

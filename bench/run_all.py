@@ -35,9 +35,6 @@ def scenarios(rounds: int = 3) -> dict[str, Callable[[dict[str, Any]], Awaitable
     return {
         "single": lambda o: durable.single("loopback", rounds=rounds, **o),
         "single-scripted": lambda o: durable.single("scripted", **o),
-        "single-remote-tool": lambda o: durable.single(
-            "loopback", **_with_worker(o, tool_timeout_seconds=120)
-        ),
         "concurrent": lambda o: durable._concurrent(**o),
         "spec-mix": lambda o: durable.paced(1000, 15, tool_calls_per_minute=100, **o),
         "burst": lambda o: durable.burst(rounds=rounds, **o),
@@ -53,16 +50,11 @@ def scenarios(rounds: int = 3) -> dict[str, Callable[[dict[str, Any]], Awaitable
     }
 
 
-def _with_worker(options: dict[str, Any], **worker: Any) -> dict[str, Any]:
-    return {**options, "worker_options": {**options.get("worker_options", {}), **worker}}
-
-
 # Diagnostics outside the default run (``--only``): the burst without streaming subscribers; the
 # SPEC-11.2 mix alone (``concurrent`` runs it first).
 DEFAULT = [
     "single",
     "single-scripted",
-    "single-remote-tool",
     "concurrent",
     "burst",
     "burst-scripted",

@@ -8,7 +8,7 @@ server); ``scripted``: ``ScriptedModel`` injected as ``stream_fn``, the same tur
 HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arguments (seconds for
 ``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
-``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
+``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5),
 ``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
 """
 
@@ -39,9 +39,8 @@ async def _noop(tool_call_id: str, args: NoopArgs, signal: Any, on_update: Any) 
 
 
 def noop_tool(timeout_seconds: float = 5.0) -> AgentTool:
-    """The bench's tool. Declared short (5 s) it runs as a local activity, as a quick tool does
-    (``ConversationLimits.local_tool_max_seconds``); 120 s (an ``AgentTool``'s default timeout,
-    worker option ``tool_timeout_seconds``) makes it a remote activity, as a long-running tool is."""
+    """The bench's tool (a ``tools.execute`` activity, as every tool call is), declared short (5 s);
+    worker option ``tool_timeout_seconds`` changes that."""
     return AgentTool(
         name="noop",
         description="Do nothing.",

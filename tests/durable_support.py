@@ -30,7 +30,6 @@ def add_tool() -> AgentTool:
     def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
         return AgentToolResult.text(str(args.a + args.b), details={"sum": args.a + args.b})
 
-    # Short and retry-safe: the durable runtime runs it as a local activity (sleep_tool stays remote).
     return AgentTool(
         name="add", description="Add two numbers.", parameters=AddArgs, execute=execute, timeout_seconds=5
     )
@@ -50,7 +49,7 @@ def sleep_tool(name: str = "sleep", **fields: Any) -> AgentTool:
 
 
 def progress_tool() -> AgentTool:
-    """Quick, retry-safe (so local in the durable runtime), and reports progress twice."""
+    """Quick, retry-safe, and reports progress twice."""
 
     def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
         on_update(AgentToolResult.text("halfway"))

@@ -48,7 +48,7 @@ SCENARIOS = [
         _model([tool_calls([("add", {"a": 1, "b": 2}), ("add", {"a": 3, "b": 4})]), text("3 and 7.")]),
     ),
     Scenario(
-        "local_tool_progress",
+        "tool_progress",
         _model([tool_calls([("progress", {"a": 1, "b": 2})]), text("Done.")]),
     ),
     Scenario(

@@ -91,6 +91,7 @@ async def test_six_large_tool_results_in_one_turn(temporal_client: Client, tmp_p
         state = await agent.get_state()
         assert state.messages[-1].text == f"read {6 * 500 * KB} chars"  # type: ignore[union-attr]
         assert state.message_count == 9 and state.first_message_index + len(state.messages) == 9
+        await agent.wait_for_idle(timeout=60)  # every entry is in the session file from here on
         with JsonlSessionStorage.open(h.session_path("big-results")) as storage:
             results = [m for m in storage.build_context().messages if m.role == "toolResult"]
         assert [m.text for m in results] == [c * (500 * KB) for c in "abcdef"], "the file holds everything"
@@ -174,7 +175,7 @@ async def test_large_progress_and_a_large_prompt(temporal_client: Client, tmp_pa
             return tool_calls([("dump", {"kilobytes": 1500})])
         return text(f"prompt {len(context.messages[0].text)}, tool {_tool_chars(context)}")
 
-    # A tool longer than a local activity's limit runs remotely: its progress travels as a signal.
+    # Its progress travels as an activity_events signal, cut to the stream's budget by the activity.
     tool = dump_tool(timeout_seconds=30)
     async with running_worker(temporal_client, tmp_path, ScriptedModel(respond), tools=[tool]) as h:
         agent = await h.agents.start("big-progress", _options())

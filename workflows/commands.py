@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.protocol import (
         AbortRequest,
         Accepted,
+        ActivityEvents,
         CommandRequest,
         DurableState,
         MessagesPage,
@@ -43,11 +44,6 @@ with workflow.unsafe.imports_passed_through():
 
 from .state import ConversationState, _refuse
 
-# ``wait_for_idle`` asks for the flush only while it waits. Before, its flag outlived a wait that
-# found nothing to write, and the next run's entries were flushed at once (by an activity, as the
-# task that made them was still open) instead of after ``FLUSH_DELAY``.
-PATCH_COUNT_IDLE_WAITERS = "count-idle-waiters-v1"
-
 
 class CommandHandlers(ConversationState):
     @workflow.update(name="prompt")
@@ -63,6 +59,7 @@ class CommandHandlers(ConversationState):
     def _validate_prompt(self, request: PromptRequest) -> None:
         if self._seen(request.id):
             return
+        self._refuse_if_rolling_over()
         if self._busy():
             raise _refuse(
                 errors.AGENT_BUSY, "Agent is already processing a prompt. Use steer() or follow_up()."
@@ -91,6 +88,7 @@ class CommandHandlers(ConversationState):
     def _validate_continue(self, request: CommandRequest) -> None:
         if self._seen(request.id):
             return
+        self._refuse_if_rolling_over()
         if self._busy():
             raise _refuse(errors.AGENT_BUSY, "Agent is already processing. Wait for it to finish.")
         last = self.transcript.last_message
@@ -171,11 +169,7 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: CommandRequest) -> Accepted:
         # Entries waiting for the next run are written now, while someone waits.
-        counted = self.patched(PATCH_COUNT_IDLE_WAITERS)
-        if counted:
-            self.idle_waiters += 1
-        else:
-            self.flush_wanted = True
+        self.idle_waiters += 1
         try:
             await workflow.wait_condition(
                 lambda: (
@@ -188,8 +182,7 @@ class CommandHandlers(ConversationState):
                 )
             )
         finally:
-            if counted:
-                self.idle_waiters -= 1
+            self.idle_waiters -= 1
         if self.import_error is not None:
             raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
         if self.transcript.unwritten:
@@ -217,10 +210,9 @@ class CommandHandlers(ConversationState):
             self.abort_signal.abort(request.reason or "aborted by user")
             self._set_details()
 
-    @workflow.signal(name="model_waiting")
-    def model_waiting(self) -> None:
-        # The model call in flight is slow to stream: subscribers get what is held now.
-        self.model_hold = False
+    @workflow.signal(name="activity_events")
+    def activity_events(self, batch: ActivityEvents) -> None:
+        self._add_activity_events(batch)
 
     @workflow.query(name="get_state")
     def get_state(self) -> DurableState:
@@ -243,20 +235,19 @@ class CommandHandlers(ConversationState):
             status=self._status(),
             steering_queue_length=len(self.steering),
             follow_up_queue_length=len(self.follow_up),
-            event_offset=self.stream._on_offset(),
+            event_offset=self._event_offset,
             leaf_id=self.transcript.leaf_id,
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:
-        """The message being streamed, rebuilt from the deltas in the event log (queries only: the
-        deltas are folded here, on demand, so streaming costs the workflow nothing)."""
+        """The message being streamed, rebuilt from the deltas its model activity published (queries
+        only: the deltas are folded here, on demand, so streaming costs the workflow nothing)."""
         if self.streaming_message is None:
             return None
         converter = workflow.payload_converter()
-        start = max(0, self._streaming_from - self.stream._base_offset)
         deltas: list[dict[str, Any]] = []
-        for item in self.stream._log[start:]:
-            event = converter.from_payloads([item.data])[0]
+        for payload in self._streaming_payloads:
+            event = converter.from_payloads([payload])[0]
             if not isinstance(event, dict):
                 continue
             if event.get("type") == "message_update":

@@ -21,8 +21,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.contrib.workflow_streams._stream import _PUBLISH_SIGNAL as STREAM_PUBLISH_SIGNAL
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -54,31 +53,14 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
-from .state import PATCH_INDEX_RUNNING_WHEN_SEEN, _failure
+from .state import _failure
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
 # Entries a run's last workflow task made wait this long for the next run to write them (see
-# ``_defer_flush``). Histories recorded before flushed them at once.
-PATCH_DEFER_FLUSH = "defer-session-flush-v1"
+# ``_defer_flush``).
 FLUSH_DELAY = timedelta(seconds=1)
-# Entries earlier workflow tasks made (all of them, once ``_defer_flush`` waited) are flushed by a
-# local activity: no activity task, no second workflow task. Histories recorded before used a remote
-# ``session.append`` every time; it stays the fallback (and the path for entries this task made).
-PATCH_LOCAL_FLUSH = "local-session-flush-v1"
-# A run whose entries wait for that deferred flush goes idle in the search index with the flush, not
-# at its end: back-to-back runs make no upsert each (a visibility task and a history event apiece),
-# and the index shows the conversation idle, with its counts, ``FLUSH_DELAY`` after it went quiet.
-# Histories recorded before indexed every run's end at once.
-PATCH_DEFER_IDLE_INDEX = "defer-idle-index-v1"
-# A conversation paced by a person flushes at its next workflow task, mostly a subscriber's next
-# poll, not when the timer fires: that saves the timer's own workflow task for every message. Paced:
-# a deferred flush waited its whole FLUSH_DELAY with no run pending, and no run has since come while
-# one waited or within FLUSH_DELAY of the one before. Back to back runs keep waiting for the next
-# run (flushing at the next task would flush and index every turn). Histories recorded before
-# waited always.
-PATCH_PACED_FLUSH = "paced-flush-v1"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -87,8 +69,14 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC)
-        # Replaces the stream's own publish handler: external publishes must follow held events.
-        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._on_stream_publish)
+        carried = stream_state.log if stream_state is not None else []
+        self._event_offset = (stream_state.base_offset if stream_state is not None else 0) + len(carried)
+        # Base64 of the serialized payload: 4 characters for 3 bytes.
+        self._log_sizes = deque(len(item.data) * 3 // 4 for item in carried)
+        self._log_bytes = sum(self._log_sizes)
+        self._streaming_payloads = []
+        self._publishers = OrderedDict()
+        self.rolling_over = False
         self.session_id = inp.session_id
         self.config = inp.config
         self.limits = inp.limits
@@ -122,21 +110,14 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.import_error: ApplicationError | None = None
         self.initialized = False
         self._indexed: tuple[Any, ...] | None = None
-        self._streaming_from = 0
-        self._unreleased = []
-        self.local_activities = 0
-        self.model_hold = False
+        self._run_started_at = 0
         self._index_running = False
         self._index_deferred = False
-        self._baseline = None  # asked at the first patch check (``patched``)
-        self._log_sizes = deque()
-        self._log_bytes = self._sized_to = 0
         # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
         # run has since come while one waited, or within FLUSH_DELAY of the one before it.
         self._paced = False
         self._run_ended_at: datetime | None = None
         self.compacting = False
-        self.flush_wanted = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
 
     @workflow.run
@@ -156,7 +137,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.initialized = True
         self._set_details()
         # Held here: the event loop keeps only a weak reference to a task.
-        self._releaser = asyncio.create_task(self._release_when_waiting(), name="release events")
+        self._indexer = asyncio.create_task(self._index_runs_that_outlast_their_task(), name="index runs")
         while True:
             await workflow.wait_condition(
                 lambda: (
@@ -198,10 +179,10 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.write_blocked = False
         self.run_count += 1
         self._set_details()
-        if self.patched(PATCH_INDEX_RUNNING_WHEN_SEEN):
-            self._index_running = True
-        else:
-            self._index()
+        # Indexed as running only if it outlasts this workflow task (``_index_runs_that_outlast_their_task``):
+        # a quick run then costs one upsert (idle, with its counts, at the end), not two.
+        self._index_running = True
+        self._run_started_at = workflow.info().get_current_history_length()
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -237,9 +218,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._set_details()
             self._index_running = False
             self._run_ended_at = workflow.now()
-            # The new patch is asked first: histories recorded without it must not see the flush's
-            # patch marker (``_flush_deferred``) move ahead of this run's upsert.
-            if self.patched(PATCH_DEFER_IDLE_INDEX) and self._flush_deferred():
+            # A run whose entries wait for the deferred flush goes idle in the index with the flush:
+            # back-to-back runs then make no upsert each (a history event and a visibility write).
+            if self._flush_deferred():
                 self._index_deferred = True
             else:
                 self._index()
@@ -249,10 +230,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         if event.type == "message_start":
             if isinstance(event.message, AssistantMessage):
                 self.streaming_message = event.message
-                # Deltas published from here on (by the model activity) rebuild the partial on query.
-                self._streaming_from = self._next_event_offset() + 1
+                # Deltas the model activity publishes from here on rebuild the partial on query.
+                self._streaming_payloads = []
         elif event.type == "message_end":
             self.streaming_message = None
+            self._streaming_payloads = []
             result = self.runtime.result_entry
             if result is not None and result.message is event.message:
                 self.runtime.result_entry = None
@@ -283,15 +265,15 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         """
         if not self._flush_deferred():
             return
-        # Paced (PATCH_PACED_FLUSH): the entries are in the history once this task is, so the next
-        # task, whatever brings it, may write them.
-        paced = self._paced and self.patched(PATCH_PACED_FLUSH)
+        # Paced by a person: the entries are in the history once this task is, so the next task,
+        # whatever brings it (mostly a subscriber's next poll), may write them; that saves the
+        # timer's own workflow task for every message. Back-to-back runs keep waiting for the next run.
+        paced = self._paced
         length = workflow.info().get_current_history_length()
         try:
             await workflow.wait_condition(
                 lambda: (
                     self.pending_run is not None
-                    or self.flush_wanted
                     or self.idle_waiters > 0
                     or self._continue_as_new_due()
                     or (paced and workflow.info().get_current_history_length() > length)
@@ -307,33 +289,28 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
 
     def _flush_deferred(self) -> bool:
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
-        if self.write_blocked or not self.transcript.split_committed()[1]:
-            return False
-        return self.patched(PATCH_DEFER_FLUSH)
+        return not self.write_blocked and bool(self.transcript.split_committed()[1])
 
     async def _flush(self) -> None:
-        self.flush_wanted = False
         entries = list(self.transcript.unwritten)
         append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
-        summary = f"append {len(entries)} entries"
-        if not await self._flush_locally(append, summary):
-            try:
-                await workflow.execute_activity(
-                    APPEND_ACTIVITY,
-                    append,
-                    start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
-                    # The activity beats while its write waits: a worker that dies mid-write is noticed
-                    # as soon as a model call's would be, not after the 30 s backstop.
-                    heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
-                    retry_policy=policies.SESSION_WRITE.retry,
-                    summary=summary,
-                )
-            except ActivityError as err:
-                # Keep the entries (nothing is lost) and stop retrying until something changes.
-                self.write_blocked = True
-                self.error_message = f"Session file write failed: {err.cause or err}"
-                self._set_details()
-                return
+        try:
+            await workflow.execute_activity(
+                APPEND_ACTIVITY,
+                append,
+                start_to_close_timeout=policies.SESSION_WRITE.start_to_close,
+                # The activity beats while its write waits: a worker that dies mid-write is noticed
+                # as soon as a model call's would be, not after the 30 s backstop.
+                heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
+                retry_policy=policies.SESSION_WRITE.retry,
+                summary=f"append {len(entries)} entries",
+            )
+        except ActivityError as err:
+            # Keep the entries (nothing is lost) and stop retrying until something changes.
+            self.write_blocked = True
+            self.error_message = f"Session file write failed: {err.cause or err}"
+            self._set_details()
+            return
         self.transcript.mark_written(entries)
         self.session_created = True
 
@@ -359,28 +336,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise self.import_error from None
 
-    async def _flush_locally(self, append: AppendInput, summary: str) -> bool:
-        """Write ``append`` in this worker, inside this workflow task; False: not done, flush remotely.
-
-        Only entries earlier workflow tasks made: this task may be lost and run again (its entries
-        with other ids and times), but those are in the history already (appends are idempotent on
-        id). A busy session file fails it at once (no lock wait inside a workflow task), as does any
-        other error: the remote activity then retries, or gives up and blocks writes.
-        """
-        if self.transcript.split_committed()[1] or not self.patched(PATCH_LOCAL_FLUSH):
-            return False
-        try:
-            await workflow.execute_local_activity(
-                APPEND_ACTIVITY,
-                append,
-                start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
-                retry_policy=policies.LOCAL_SESSION_WRITE.retry,
-                summary=summary,
-            )
-        except FailureError:  # a local activity's failure may come unwrapped
-            return False
-        return True
-
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
@@ -388,15 +343,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         )
 
     async def _continue_as_new(self) -> None:
-        self._release_events()
+        # From here on a prompt or continue is refused as ROLLING_OVER (the client sends it again, to
+        # the next run): pollers once detached cannot be attached again, so this run takes no new run.
+        self.rolling_over = True
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.pending_run is not None:
-            # A prompt landed while handlers drained: run it first (with subscribers attached again;
-            # WorkflowStream has no public way to undo ``detach_pollers``), roll over after.
-            self.stream._detaching = False
-            return
-        self._release_events()
         self._truncate_events(keep=self.limits.retained_events // 5)
         stream_state = self._carried_events(self.limits.carried_message_bytes)
         messages, entry_ids, first_index = self.transcript.carry_tail(
@@ -421,6 +372,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             search_attributes=self.search_attributes,
             run_count=self.run_count,
             stats=self.stats,
+            pending_run=self.pending_run,
             last_model_call_quick=self.runtime.last_call_quick,
         )
         workflow.continue_as_new(args=[carry, stream_state])

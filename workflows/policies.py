@@ -52,13 +52,6 @@ def llm_call(limits: ConversationLimits, prior_attempts: int = 0) -> ActivityOpt
 # ``llm_call``'s retry policy (with its backoff, and its heartbeats while it waits).
 LOCAL_LLM_ATTEMPT = RetryPolicy(maximum_attempts=1)
 
-# A session flush inside a workflow task: one attempt (the remote ``session.append`` retries).
-LOCAL_SESSION_WRITE = ActivityOptions(
-    start_to_close=timedelta(seconds=10),
-    heartbeat=None,
-    retry=RetryPolicy(maximum_attempts=1),
-)
-
 
 def tool_call(limits: ConversationLimits, timeout_seconds: float, retry_safe: bool) -> ActivityOptions:
     # The activity enforces the tool's own timeout (an EXECUTION_TIMEOUT result, like in-process);

@@ -13,7 +13,7 @@ import hashlib
 import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -48,7 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.model import Model
     from agentcore.protocol import (
         ConversationInput,
-        LocalToolResult,
         StreamInput,
         StreamResult,
         ToolCallInput,
@@ -58,33 +57,13 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
 
 from . import policies
+from .state import new_id, now_ms
+from .tree import TreeHandlers
 
-if TYPE_CHECKING:
-    from .conversation import ConversationWorkflow
+T = TypeVar("T")
 
 LLM_ACTIVITY = "llm.stream"  # don't rename: recorded in histories
 TOOL_ACTIVITY = "tools.execute"  # don't rename: recorded in histories
-LOCAL_TOOL_ACTIVITY = "tools.execute_local"  # don't rename: recorded in histories
-PATCH_LOCAL_TOOLS = "local-tools-v1"
-# Events wait for a local tool to return before subscribers' polls see them (one poll answer per tool
-# call instead of two). Moving a poll's answer past the tool's marker changes the command order.
-PATCH_HOLD_EVENTS = "hold-events-over-local-tools-v1"
-# Events also wait while a model call has streamed nothing (one poll answer per quick model call
-# instead of two; see ``ConversationState._release_when_waiting``). v1 held them over every call, and
-# a call still quiet after 80 ms then cost a ``model_waiting`` signal and a workflow task to release
-# them: one more per call with a real model, whose first token takes longer than that. v2 holds them
-# only over a call expected to be quick: the conversation's previous call ended before its first
-# publish tick (the first call of a run is expected quick).
-PATCH_HOLD_OVER_MODEL = "hold-events-over-model-calls-v1"
-PATCH_HOLD_OVER_QUICK_MODEL = "hold-events-over-quick-model-calls-v2"
-# A model call expected to be quick (as above) starts as a local activity, handed to a remote one if
-# it outlives a publish interval. Histories recorded before ran every call remotely.
-PATCH_LOCAL_MODEL = "local-quick-model-calls-v1"
-# The first model call of a conversation is not expected quick any more: nothing is known of its
-# model yet, and a real model's first call (seconds, never within 80 ms) would start local only to be
-# handed off. The expectation is carried across continue-as-new (``last_model_call_quick``). Before,
-# the first call of every run was expected quick.
-PATCH_FIRST_CALL_REMOTE = "first-model-call-remote-v1"
 
 
 class ResultEntry(NamedTuple):
@@ -94,20 +73,20 @@ class ResultEntry(NamedTuple):
 
 
 class TemporalRuntime:
-    def __init__(self, conversation: ConversationWorkflow, conversation_input: ConversationInput) -> None:
+    def __init__(self, conversation: TreeHandlers, conversation_input: ConversationInput) -> None:
         self.conversation = conversation
         # The last llm.stream call's message and entry id, and whether the activity wrote it (a
         # remote one did: the workflow must not queue it a second time; a local one did not).
         self.result_entry: ResultEntry | None = None
-        # Whether the last llm.stream call ended before its first publish tick (see PATCH_HOLD_*);
-        # None: no call made yet (see ``expect_quick``).
+        # Whether the last llm.stream call ended before its first publish tick (see ``expect_quick``);
+        # None: no call made yet.
         self.last_call_quick: bool | None = conversation_input.last_model_call_quick
 
     def now_ms(self) -> int:
-        return int(workflow.now().timestamp() * 1000)
+        return now_ms()
 
     def new_id(self) -> str:
-        return workflow.uuid4().hex
+        return new_id()
 
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -163,7 +142,6 @@ class TemporalRuntime:
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
         local = self._call_locally()
-        hold = not local and self._hold_events()
         written, pending = transcript.split_committed() if local else (entries, [])
         activity_input = StreamInput(
             session_id=conversation.session_id,
@@ -179,7 +157,6 @@ class TemporalRuntime:
             temperature=options.temperature,
             create=conversation.session_create(),
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
-            events_held=hold,
         )
         signal: AbortSignal | None = options.signal
         local_result = await self._call_local(activity_input, signal) if local else None
@@ -194,7 +171,7 @@ class TemporalRuntime:
                 activity_input = activity_input.model_copy(
                     update={"entries": entries, "pending_entries": [], "prior_attempts": prior_attempts}
                 )
-            result = await self._call_remote(activity_input, signal, hold)
+            result = await self._call_remote(activity_input, signal)
             quick, result_written = not local and result.deltas_published == 0, True
         transcript.mark_written(written)
         conversation.session_created = True
@@ -202,12 +179,8 @@ class TemporalRuntime:
         return result, ResultEntry(result.message, result_entry_id, result_written)
 
     def _call_locally(self) -> bool:
-        """Whether the next model call starts as a local activity (see PATCH_LOCAL_MODEL)."""
-        return (
-            self.conversation.limits.local_model_calls
-            and self.expect_quick()
-            and self.conversation.patched(PATCH_LOCAL_MODEL)
-        )
+        """Whether the next model call starts as a local activity (see ``_call_model``)."""
+        return self.conversation.limits.local_model_calls and self.expect_quick()
 
     async def _call_local(
         self, activity_input: StreamInput, signal: AbortSignal | None
@@ -225,8 +198,6 @@ class TemporalRuntime:
             summary=f"llm {model.provider}/{model.id}",
         )
         remove = signal.add_listener(handle.cancel) if signal is not None else None
-        # Events wait for it like for a local tool: the workflow task stays open meanwhile.
-        conversation.local_activities += 1
         try:
             result: StreamResult = await handle
             return result
@@ -236,7 +207,6 @@ class TemporalRuntime:
                 raise
             return err
         finally:
-            conversation.local_activities -= 1
             if remove is not None:
                 remove()
 
@@ -262,49 +232,31 @@ class TemporalRuntime:
             await workflow.wait_condition(lambda: signal is not None and signal.aborted, timeout=delay)
         return 1
 
-    async def _call_remote(
-        self, activity_input: StreamInput, signal: AbortSignal | None, hold: bool
-    ) -> StreamResult:
+    async def _call_remote(self, activity_input: StreamInput, signal: AbortSignal | None) -> StreamResult:
         conversation = self.conversation
         model = activity_input.model
         opts = policies.llm_call(conversation.limits, activity_input.prior_attempts)
-        handle = workflow.start_activity(
-            LLM_ACTIVITY,
-            activity_input,
-            result_type=StreamResult,
-            start_to_close_timeout=opts.start_to_close,
-            heartbeat_timeout=opts.heartbeat,
-            retry_policy=opts.retry,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"llm {model.provider}/{model.id}",
+        handle = _start_cancellable(
+            LLM_ACTIVITY, activity_input, StreamResult, opts, f"llm {model.provider}/{model.id}"
         )
         remove = signal.add_listener(handle.cancel) if signal is not None else None
-        conversation.model_hold = hold
         try:
             result: StreamResult = await handle
             return result
         finally:
-            conversation.model_hold = False
             if remove is not None:
                 remove()
 
     def expect_quick(self) -> bool:
-        """Whether the next model call is expected to end before its first publish tick."""
-        if self.last_call_quick is not None:
-            return self.last_call_quick
-        return not self.conversation.patched(PATCH_FIRST_CALL_REMOTE)
-
-    def _hold_events(self) -> bool:
-        """Whether the conversation's events wait for the next model call (see PATCH_HOLD_*)."""
-        if self.conversation.patched(PATCH_HOLD_OVER_QUICK_MODEL):
-            return self.expect_quick()
-        return self.conversation.patched(PATCH_HOLD_OVER_MODEL)
+        """Whether the next model call is expected to end before its first publish tick: the previous
+        one did. A conversation's first call is not (nothing is known of its model yet, and a real
+        model's first call takes seconds); the expectation crosses continue-as-new."""
+        return bool(self.last_call_quick)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
     ) -> AgentToolResult:
-        # A remote tool activity publishes its ``on_update`` progress straight to the event stream; a
-        # local one hands it back with the result (see ``tools.execute_local``).
+        # The tool activity publishes its ``on_update`` progress itself (``activity_events``).
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
@@ -318,48 +270,15 @@ class TemporalRuntime:
             retry_safe=spec.retry_safe,
             timeout_seconds=spec.timeout_seconds,
         )
-        summary = f"tool {call.name} {_digest(call.arguments)}"
-        # A short, retry-safe tool runs as a local activity: no server round trip, no extra workflow
-        # task. A worker that dies mid-call loses the workflow task, and the next worker runs the
-        # call again (fine for a retry-safe tool; the others always get one remote attempt).
-        # Histories recorded before this ran every tool remotely: the patch keeps them replayable.
-        local = (
-            spec.retry_safe
-            and spec.timeout_seconds <= limits.local_tool_max_seconds
-            and self.conversation.patched(PATCH_LOCAL_TOOLS)
+        # Every tool call is an activity with heartbeats: an abort cancels it at once, and the
+        # conversation answers get_state and takes steering while it runs. (A local activity held the
+        # workflow task open for the tool's whole run: none of them acted until it ended.)
+        handle = _start_cancellable(
+            TOOL_ACTIVITY, tool_input, AgentToolResult, opts, f"tool {call.name} {_digest(call.arguments)}"
         )
-        if local:
-            handle = workflow.start_local_activity(
-                LOCAL_TOOL_ACTIVITY,
-                tool_input,
-                result_type=LocalToolResult,
-                start_to_close_timeout=opts.start_to_close,
-                retry_policy=opts.retry,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=summary,
-            )
-        else:
-            handle = workflow.start_activity(
-                TOOL_ACTIVITY,
-                tool_input,
-                result_type=AgentToolResult,
-                start_to_close_timeout=opts.start_to_close,
-                heartbeat_timeout=opts.heartbeat,
-                retry_policy=opts.retry,
-                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-                summary=summary,
-            )
         remove = signal.add_listener(handle.cancel)
-        hold = local and self.conversation.patched(PATCH_HOLD_EVENTS)
-        if hold:
-            self.conversation.local_activities += 1
         try:
-            outcome = await handle
-            if isinstance(outcome, LocalToolResult):
-                for partial in outcome.updates:
-                    on_update(partial)
-                return outcome.result
-            result: AgentToolResult = outcome
+            result: AgentToolResult = await handle
             return result
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
@@ -377,8 +296,23 @@ class TemporalRuntime:
             return error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {_describe_failure(err)}')
         finally:
             remove()
-            if hold:
-                self.conversation.local_activities -= 1
+
+
+def _start_cancellable(
+    name: str, arg: Any, result_type: type[T], opts: policies.ActivityOptions, summary: str
+) -> workflow.ActivityHandle[T]:
+    """A heartbeating activity that an abort cancels; it hands back what it has (its partial message,
+    an aborted tool result) instead of being cut off: ``WAIT_CANCELLATION_COMPLETED``."""
+    return workflow.start_activity(
+        name,
+        arg,
+        result_type=result_type,
+        start_to_close_timeout=opts.start_to_close,
+        heartbeat_timeout=opts.heartbeat,
+        retry_policy=opts.retry,
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        summary=summary,
+    )
 
 
 def messages_built_by_the_activity(messages: list[Any]) -> list[Any]:

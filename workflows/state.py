@@ -10,15 +10,11 @@ import asyncio
 import base64
 import dataclasses
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.workflow_streams import (
-    PublishInput,
-    WorkflowStream,
-    WorkflowStreamState,
-)
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -38,6 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.messages import AssistantMessage, Message
     from agentcore.model import QueueMode
     from agentcore.protocol import (
+        ROLLING_OVER,
+        ActivityEvents,
         ConversationConfig,
         ConversationLimits,
         DescribeToolsInput,
@@ -55,47 +53,18 @@ with workflow.unsafe.imports_passed_through():
 
 from . import policies
 
-if TYPE_CHECKING:
-    from .runtime import TemporalRuntime
-
-
 SEEN_IDS_KEPT = 2_000
-# Search-attribute upserts are commands recorded in history; runs recorded before they existed have
-# none, so this marker keeps those histories replayable.
-PATCH_SEARCH_ATTRIBUTES = "search-attributes-v1"
-# A run is indexed as ``running`` when its first events leave (see ``_release_when_waiting``), not
-# when it starts: a quick run then costs one upsert (``idle`` and its counts at the end), not two.
-PATCH_INDEX_RUNNING_WHEN_SEEN = "index-running-when-seen-v1"
-# One marker for every patch below. Each ``workflow.patched`` marker also makes the SDK upsert the
-# ``TemporalChangeVersion`` search attribute (a history event and a visibility write apiece), so a
-# run asking each of these patches paid a dozen of both; a run that starts on this code records
-# PATCH_BASELINE alone and takes every patch in BASELINE_PATCHES as applied (``patched``). Runs
-# recorded before have no baseline marker and ask each patch, as they did.
-PATCH_BASELINE = "patch-baseline-v1"
-BASELINE_PATCHES = frozenset(
-    {
-        "search-attributes-v1",
-        "index-running-when-seen-v1",
-        "count-idle-waiters-v1",
-        "defer-session-flush-v1",
-        "local-session-flush-v1",
-        "defer-idle-index-v1",
-        "local-tools-v1",
-        "hold-events-over-local-tools-v1",
-        "hold-events-over-model-calls-v1",
-        "hold-events-over-quick-model-calls-v2",
-        "local-quick-model-calls-v1",
-        "first-model-call-remote-v1",
-    }
-)
-# The same for the patches since: a run that starts on this code records the newest baseline's
-# marker alone and takes every patch in its set as applied. No set ever changes once released (a run
-# recorded with a baseline must keep its meaning); a later patch gets a baseline of its own.
-PATCH_BASELINE_2 = "patch-baseline-v2"
-BASELINE_2_PATCHES = BASELINE_PATCHES | {"paced-flush-v1"}
-PATCH_BASELINE_3 = "patch-baseline-v3"
-BASELINE_3_PATCHES = BASELINE_2_PATCHES | {"branch-keeps-settings-v1"}
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+def now_ms() -> int:
+    """Workflow time in milliseconds: the same on replay."""
+    return int(workflow.now().timestamp() * 1000)
+
+
+def new_id() -> str:
+    """An entry id from ``workflow.uuid4``: a replay makes the same one, so it appends the same entry."""
+    return workflow.uuid4().hex
 
 
 def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
@@ -108,16 +77,23 @@ def _failure(err: ActivityError, default_code: str) -> tuple[str, str]:
 
 
 def _fitted(item: Any, limit: int) -> Any:
-    """``item`` (a ``PublishEntry`` or a carried log item: an event as base64 of its payload) with the
-    event cut to ``limit`` bytes if it is larger."""
+    """``item`` (a carried log item: an event as base64 of its payload) with the event cut to
+    ``limit`` bytes if it is larger."""
     if len(item.data) * 3 // 4 <= limit:
         return item
-    converter = workflow.payload_converter()
     raw = Payload()
     raw.ParseFromString(base64.b64decode(item.data))
-    event = converter.from_payloads([raw], [AgentEvent])[0]  # type: ignore[list-item]
-    fitted = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+    fitted = _fitted_payload(raw, limit)
     return dataclasses.replace(item, data=base64.b64encode(fitted.SerializeToString()).decode())
+
+
+def _fitted_payload(payload: Payload, limit: int) -> Payload:
+    """``payload`` (an event) with its longest strings cut to fit ``limit`` bytes, if it is larger."""
+    if payload.ByteSize() <= limit:
+        return payload
+    converter = workflow.payload_converter()
+    event = converter.from_payloads([payload], [AgentEvent])[0]  # type: ignore[list-item]
+    return converter.to_payloads([shrink_to_fit(event, limit)])[0]
 
 
 def _refuse(code: str, message: str) -> ApplicationError:
@@ -135,7 +111,6 @@ class ConversationState:
     limits: ConversationLimits
     session_created: bool
     session_metadata: dict[str, Any]
-    runtime: TemporalRuntime
     transcript: Transcript
     stats: SessionStats
     steering: list[QueuedMessage]
@@ -154,49 +129,43 @@ class ConversationState:
     # Why the session file a recovery named could not be placed (the conversation then ends).
     import_error: ApplicationError | None
     initialized: bool
+    # Continuing as new: a new run (prompt, continue) is refused, for the client to send to the next.
+    rolling_over: bool
     compacting: bool
     _indexed: tuple[Any, ...] | None
-    _streaming_from: int
-    _unreleased: list[Any]
-    _releaser: asyncio.Task[None]
-    local_activities: int
-    model_hold: bool
-    flush_wanted: bool
+    # The events an activity published for the message being streamed (deltas, a retry notice), as
+    # payloads: ``get_state`` folds them into the partial message, on demand.
+    _streaming_payloads: list[Payload]
+    # The last batch applied per activity publisher (``ActivityEvents``): a batch sent twice counts once.
+    _publishers: OrderedDict[str, int]
+    _indexer: asyncio.Task[None]
+    # The history length when the current run started (see ``_index_runs_that_outlast_their_task``).
+    _run_started_at: int
     idle_waiters: int
     _index_running: bool
     _index_deferred: bool
-    _baseline: frozenset[str] | None
-    # The byte sizes of the stream's newest items, offsets [_sized_to - len, _sized_to), and their
-    # sum: ``_truncate_events`` sizes each item once instead of walking the whole log every run.
+    # The workflow is the stream's only writer, so it tracks the log itself: the offset the next
+    # event gets, and the byte sizes of the retained events (offsets [_event_offset - len, _event_offset))
+    # with their sum, for the retention budget (``_truncate_events``).
+    _event_offset: int
     _log_sizes: deque[int]
     _log_bytes: int
-    _sized_to: int
-
-    def patched(self, patch_id: str) -> bool:
-        """``workflow.patched``, with one marker per run for the patches of a baseline.
-
-        The baseline is asked at the run's first patch check, wherever that is: replay asks at the
-        same point, so it gets the same answer (the newest baseline first: a history recorded with
-        an older one has no marker for it)."""
-        if self._baseline is None:
-            if workflow.patched(PATCH_BASELINE_3):
-                self._baseline = BASELINE_3_PATCHES
-            elif workflow.patched(PATCH_BASELINE_2):
-                self._baseline = BASELINE_2_PATCHES
-            elif workflow.patched(PATCH_BASELINE):
-                self._baseline = BASELINE_PATCHES
-            else:
-                self._baseline = frozenset()
-        return patch_id in self._baseline or workflow.patched(patch_id)
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
+        """Put a loop event into the stream, where subscribers' polls see it.
+
+        Converted here rather than by the stream, the same way, so that an event too large for a
+        poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
             # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
             event = event.model_copy(update={"message": None})
-        self._unreleased.append(event)
-
-    def _next_event_offset(self) -> int:
-        return self.stream._on_offset() + len(self._unreleased)
+        converter = workflow.payload_converter()
+        payload = converter.to_payloads([event])[0]
+        if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
+            limit = self._event_limit()
+            if payload.ByteSize() > limit:
+                payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
+        self._append(payload)
 
     def _event_limit(self) -> int:
         """How large an event may be (``agentcore.budget``): smaller once the run's history is large.
@@ -204,65 +173,49 @@ class ConversationState:
         The events retained in the stream count as history already: a subscriber slower than the
         run reads them later, each poll answer recording them, so a run that releases large events
         faster than they are read would otherwise pass the pressure mark by all of its backlog."""
-        self._measure_log()
         if workflow.info().get_current_history_size() + self._log_bytes > HISTORY_PRESSURE_BYTES:
             return EVENT_MAX_BYTES_UNDER_PRESSURE
         return EVENT_MAX_BYTES
 
-    def _release_events(self) -> None:
-        """Move published events into the stream, where subscribers' polls see them.
+    def _append(self, payload: Payload) -> None:
+        self.events.publish(payload)
+        self._event_offset += 1
+        self._log_sizes.append(payload.ByteSize())
+        self._log_bytes += payload.ByteSize()
 
-        Converted here rather than by the stream, the same way, so that an event too large for a
-        poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
-        unreleased, self._unreleased = self._unreleased, []
-        converter = workflow.payload_converter()
-        for event in unreleased:
-            payload = converter.to_payloads([event])[0]
-            if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
-                limit = self._event_limit()
-                if payload.ByteSize() > limit:
-                    payload = converter.to_payloads([shrink_to_fit(event, limit)])[0]
-            self.events.publish(payload)
-
-    async def _release_when_waiting(self) -> None:
-        """Release events whenever the workflow waits, except on a local activity or a quiet model call.
-
-        Conditions are checked only once the workflow has nothing left to run, so this releases at
-        the point where the workflow blocks. Each released batch answers the subscribers' polls, and
-        each answer costs a workflow task more (to accept the subscriber's next poll), so events are
-        held while an answer now would reach nobody sooner, or be followed at once by another:
-
-        - while a local activity (a short tool) runs, the workflow task stays open, so an answer
-          leaves no sooner than one after the tool;
-        - while a model call has streamed nothing yet (``model_hold``): a quick call ends first, and
-          its result's workflow task carries both batches in one answer. A call that is still quiet
-          one publish interval in signals ``model_waiting``, and its first published delta releases
-          what is held ahead of itself (``_on_stream_publish``), so a slow model delays these events
-          by that interval (80 ms) at most.
-        """
+    async def _index_runs_that_outlast_their_task(self) -> None:
+        """A run still going in a later workflow task shows as running in the index; one that ends in
+        the task it started in (a quick answer) goes straight to its idle upsert: one upsert, not two
+        (each is a history event and a visibility write)."""
         while True:
             await workflow.wait_condition(
-                lambda: bool(self._unreleased) and not self.local_activities and not self.model_hold
+                lambda: (
+                    self._index_running
+                    and workflow.info().get_current_history_length() > self._run_started_at
+                )
             )
-            self._release_events()
-            if self._index_running:
-                # A run whose events reach subscribers before it ends shows as running in the UI too;
-                # one that ends first (within a model call or two) goes straight to its idle upsert.
-                self._index_running = False
-                self._index()
+            self._index_running = False
+            self._index()
 
-    def _on_stream_publish(self, payload: PublishInput) -> None:
-        """Events published from outside (model deltas, remote tool progress) go after the held ones.
+    def _add_activity_events(self, batch: ActivityEvents) -> None:
+        """Events an activity published (model deltas, tool progress) go into the stream.
 
         An event too large for a poll's answer (a tool's progress can carry anything) is cut first."""
-        self.model_hold = False
-        if self._unreleased:
-            self._release_events()
-        # Base64 of the serialized payload: 4 characters for 3 bytes.
-        if any(len(item.data) * 3 // 4 > EVENT_MAX_BYTES_UNDER_PRESSURE for item in payload.items):
-            limit = self._event_limit()
-            payload = dataclasses.replace(payload, items=[_fitted(item, limit) for item in payload.items])
-        self.stream._on_publish(payload)
+        last = self._publishers.get(batch.publisher_id)
+        if last is not None and batch.sequence <= last:
+            return  # sent again after a failed send: applied already
+        self._publishers[batch.publisher_id] = batch.sequence
+        self._publishers.move_to_end(batch.publisher_id)
+        while len(self._publishers) > SEEN_IDS_KEPT:
+            self._publishers.popitem(last=False)
+        for item in batch.items:
+            payload = Payload()
+            payload.ParseFromString(base64.b64decode(item))
+            if payload.ByteSize() > EVENT_MAX_BYTES_UNDER_PRESSURE:
+                payload = _fitted_payload(payload, self._event_limit())
+            self._append(payload)
+            if self.streaming_message is not None:
+                self._streaming_payloads.append(payload)
 
     def _take_steering(self) -> list[Message]:
         return self._take(self.steering, self.config.steering_mode)
@@ -297,38 +250,19 @@ class ConversationState:
         )
         return result.tools, result.unknown
 
-    def _measure_log(self) -> None:
-        """Bring ``_log_sizes`` and ``_log_bytes`` up to the stream's log, sizing new items only.
-
-        WorkflowStream exposes no size view of its log; this reads it, never mutates it."""
-        log = self.stream._log
-        end = self.stream._on_offset()
-        base = end - len(log)
-        sizes = self._log_sizes
-        while sizes and self._sized_to - len(sizes) < base:  # cut since by someone else
-            self._log_bytes -= sizes.popleft()
-        if not sizes:
-            self._sized_to = base
-        for item in log[self._sized_to - base :]:
-            size = item.data.ByteSize()
-            sizes.append(size)
-            self._log_bytes += size
-        self._sized_to = end
-
     def _truncate_events(self, keep: int | None = None, keep_bytes: int | None = None) -> None:
         """Bound the retained event log by count and by bytes (events can carry large tool output;
         the log is memory now and continue-as-new input later, which must stay far below 2 MB):
         keep its longest tail within both."""
         max_events = self.limits.retained_events if keep is None else keep
         max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
-        self._measure_log()
-        log = self.stream._log
-        end = self.stream._on_offset()
         sizes = self._log_sizes
+        dropped = 0
         while sizes and (len(sizes) > max_events or self._log_bytes > max_bytes):
             self._log_bytes -= sizes.popleft()
-        if len(sizes) < len(log):
-            self.stream.truncate(end - len(sizes))
+            dropped += 1
+        if dropped:
+            self.stream.truncate(self._event_offset - len(sizes))
 
     def _carried_events(self, max_bytes: int) -> WorkflowStreamState:
         """The stream's state for continue-as-new: its newest events within ``max_bytes``.
@@ -363,7 +297,7 @@ class ConversationState:
                 f"Conversation holds {self.transcript.message_count} messages; the limit is {limits.max_messages} "
                 "(SPEC-9.1). Start a new session or fork this one.",
             )
-        now = self.runtime.now_ms()
+        now = now_ms()
         recent = [t for t in self.recent_message_times if now - t < 60_000]
         if len(recent) + incoming > limits.max_messages_per_minute:
             wait = 60 - (now - recent[0]) / 1000 if recent else 60
@@ -373,9 +307,13 @@ class ConversationState:
             )
 
     def _count_messages(self, count: int) -> None:
-        now = self.runtime.now_ms()
+        now = now_ms()
         self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
         self.recent_message_times.extend([now] * count)
+
+    def _refuse_if_rolling_over(self) -> None:
+        if self.rolling_over:
+            raise _refuse(ROLLING_OVER, "The conversation is continuing as new; send this again.")
 
     def _refuse_if_busy(self, what: str) -> None:
         if self._busy():
@@ -389,7 +327,7 @@ class ConversationState:
     def _index(self) -> None:
         """Keep the conversation findable in the UI: status, model, message count, cost."""
         self._index_deferred = False
-        if not self.search_attributes or not self.patched(PATCH_SEARCH_ATTRIBUTES):
+        if not self.search_attributes:
             return
         model = self.config.model
         values = (

@@ -36,14 +36,10 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.transcript import add_entry_usage_to_stats
 
 from . import policies
-from .state import ConversationState, _failure, _refuse
+from .state import ConversationState, _failure, _refuse, new_id
 
 COMPACT_ACTIVITY = "session.compact"  # don't rename: recorded in histories
 BRANCH_ACTIVITY = "session.branch"  # don't rename: recorded in histories
-# A branch records the conversation's settings on the new path where it does not hold them (a
-# branch back to the start lost the model, so the file could not be recovered). Histories recorded
-# before did not.
-PATCH_BRANCH_KEEPS_SETTINGS = "branch-keeps-settings-v1"
 
 
 class TreeHandlers(ConversationState):
@@ -66,7 +62,7 @@ class TreeHandlers(ConversationState):
                     model=self.config.model,
                     entries=entries,
                     leaf_id=self.transcript.leaf_id,
-                    entry_id=self.runtime.new_id(),
+                    entry_id=new_id(),
                     reason=reason,
                     instructions=instructions,
                     settings=self.config.compaction,
@@ -126,8 +122,8 @@ class TreeHandlers(ConversationState):
                     summary=request.summary,
                     summarize=request.summarize,
                     instructions=request.instructions,
-                    leaf_entry_id=self.runtime.new_id(),
-                    summary_entry_id=self.runtime.new_id(),
+                    leaf_entry_id=new_id(),
+                    summary_entry_id=new_id(),
                     settings=self.config.compaction,
                     create=self.session_create(),
                 ),
@@ -147,8 +143,7 @@ class TreeHandlers(ConversationState):
         self.transcript.leaf_id = result.leaf_id
         if result.summary_entry is not None:
             self.stats = add_entry_usage_to_stats(self.stats, result.summary_entry)
-        if self.patched(PATCH_BRANCH_KEEPS_SETTINGS):
-            self._record_settings_off_path(result)
+        self._record_settings_off_path(result)
         self._set_details()
         return result
 

@@ -2,7 +2,7 @@
 
 Runs a few conversations (tool turns, steering, abort, continue-as-new) on a fresh dev server and
 writes each run's history to ``tests/histories/<name>.json``. Re-record only when a change is meant
-to be incompatible (and then version the workflow); ``tests/test_replay.py`` replays every file.
+to be incompatible (see ``docs/versioning.md``); ``tests/test_replay.py`` replays every file.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ async def record_tree(client: Client, workdir: Path) -> dict[str, str]:
 
 
 async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
-    """Tool turns (local tool activities) watched by a live subscriber: poll Updates in the history.
+    """Tool turns watched by a live subscriber: poll Updates in the history.
 
     Quick model calls (local activities), a call that streams its own deltas and a quiet one (both
     handed from a local attempt to a remote activity), remote calls after a slow one, and an abort
@@ -161,7 +161,7 @@ async def record_streaming(client: Client, workdir: Path) -> dict[str, str]:
 
 async def record_paced(client: Client, workdir: Path) -> dict[str, str]:
     """Runs a person paces (more than FLUSH_DELAY apart) with one subscriber throughout: each run's
-    entries are flushed at the subscriber's next poll, not by the timer (``paced-flush-v1``)."""
+    entries are flushed at the subscriber's next poll, not by the timer."""
 
     def respond(context):  # type: ignore[no-untyped-def]
         last = context.messages[-1]

@@ -1,0 +1,60 @@
+"""Events published from inside an activity (model deltas, tool progress), batched into signals.
+
+Each batch is one ``activity_events`` signal to the conversation's run (``ActivityEvents``); the
+workflow puts its events into the conversation's event stream after the ones it published itself.
+A batch that fails to send is kept and sent again with the next one, under the same sequence
+number, so the workflow applies it once.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from temporalio import activity
+
+from agentcore.protocol import SIGNAL_ACTIVITY_EVENTS, ActivityEvents
+
+
+class ActivityEventPublisher:
+    """Buffers events; ``flush`` sends what is buffered as one signal (nothing when empty)."""
+
+    def __init__(self) -> None:
+        self.pending: list[Any] = []
+        # Unique per publisher: the workflow keeps the last sequence number it applied per id.
+        self._publisher_id = uuid.uuid4().hex
+        self._sequence = 0
+        self._unsent: ActivityEvents | None = None
+
+    def publish(self, event: Any) -> None:
+        self.pending.append(event)
+
+    async def flush(self) -> None:
+        if self._unsent is None and self.pending:
+            converter = activity.payload_converter()
+            batch, self.pending = self.pending, []
+            self._sequence += 1
+            self._unsent = ActivityEvents(
+                publisher_id=self._publisher_id,
+                sequence=self._sequence,
+                items=[
+                    base64.b64encode(converter.to_payloads([event])[0].SerializeToString()).decode()
+                    for event in batch
+                ],
+            )
+        if self._unsent is None:
+            return
+        info = activity.info()
+        if info.workflow_id is None:
+            self._unsent = None
+            return
+        try:
+            handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+            await handle.signal(SIGNAL_ACTIVITY_EVENTS, self._unsent)
+        except Exception as err:  # subscribers miss these for now; the result carries the outcome
+            activity.logger.warning("activity events not sent yet: %s", err)
+            return
+        self._unsent = None
+        if self.pending:
+            await self.flush()
