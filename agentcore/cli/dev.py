@@ -227,7 +227,9 @@ async def attach_or_start(agents: AgentClient, session_id: str, model: Model) ->
 
 def load_tools(specs: Sequence[str]) -> list[AgentTool]:
     """``--tools MODULE:NAME``: each names a list of ``AgentTool`` (or one tool, or a function
-    returning either) importable by this process."""
+    returning either), importable from the current directory (as ``uvicorn`` finds its app)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     tools: list[AgentTool] = []
     for spec in specs:
         module_name, _, attribute = spec.partition(":")
