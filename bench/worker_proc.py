@@ -10,7 +10,10 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
-``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
+``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called),
+``"observe": "http://127.0.0.1:PORT"`` for traces to that OTLP/HTTP endpoint (the harness's
+``bench.otlp_sink``) and metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker
+--metrics-port`` runs with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set.
 """
 
 from __future__ import annotations
@@ -86,9 +89,17 @@ def _durations(options: dict[str, Any]) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    client = await connect(args.address)
-    stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     options = _durations(orjson.loads(args.options))
+    metrics = None
+    otlp_endpoint = options.pop("observe", None)
+    if otlp_endpoint:
+        from agentcore.temporal.metrics import MetricsServer
+
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
+        os.environ.setdefault("OTEL_SERVICE_NAME", "bench-worker")
+        metrics = options["metrics"] = MetricsServer(0, host="127.0.0.1").start()
+    client = await connect(args.address, **({"runtime": metrics.runtime} if metrics else {}))
+    stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     if options.pop("no_heartbeats", False):
         # Measurement only: what activity heartbeats cost (they carry cancellation; agentcore needs them).
         import temporalio.activity
@@ -131,6 +142,10 @@ async def main(args: argparse.Namespace) -> None:
     async with worker:
         print(f"READY {os.getpid()}", flush=True)
         await stop.wait()
+    if otlp_endpoint:
+        from agentcore.temporal.tracing import flush_tracing
+
+        flush_tracing()
 
 
 if __name__ == "__main__":
