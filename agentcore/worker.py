@@ -1,8 +1,9 @@
 """The agentcore worker: the conversation workflow, its activities, and your tools.
 
-    agentcore worker / python worker.py   # TEMPORAL_ADDRESS set: serve that cluster; unset: embedded dev server
+    agentcore worker     # the cluster the TEMPORAL_* variables / profile file / flags name
+    python worker.py     # TEMPORAL_ADDRESS (or TEMPORAL_PROFILE) set: that cluster; unset: embedded dev server
 
-Environment: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``AGENTCORE_TASK_QUEUE`` (default
+Environment: the ``TEMPORAL_*`` connection variables (``agentcore.temporal.connect``), ``AGENTCORE_TASK_QUEUE`` (default
 ``agentcore``), ``AGENTCORE_SESSIONS_DIR`` (default ``.agentcore/sessions``), ``AGENTCORE_DATA_DIR``
 (embedded server's SQLite file and the demo database; default ``.agentcore``), ``AGENTCORE_DEMO_DB``,
 provider keys ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` (read at call time, never stored).

@@ -9,6 +9,7 @@ what the bench measures is what exporting them costs the worker.
 from __future__ import annotations
 
 import signal
+from collections import Counter
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,11 +24,15 @@ REPLY = ExportTraceServiceResponse().SerializeToString()
 
 class _Sink(BaseHTTPRequestHandler):
     spans = 0
+    names: Counter[str] = Counter()
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         request = ExportTraceServiceRequest.FromString(body)
-        _Sink.spans += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                _Sink.spans += len(scope_spans.spans)
+                _Sink.names.update(span.name for span in scope_spans.spans)
         self.send_response(200)
         self.send_header("content-type", "application/x-protobuf")
         self.send_header("content-length", str(len(REPLY)))
@@ -48,7 +53,8 @@ def main() -> None:
     except (KeyboardInterrupt, SystemExit):
         pass
     finally:
-        print(f"spans received: {_Sink.spans}", file=sys.stderr, flush=True)
+        common = ", ".join(f"{name} {count}" for name, count in _Sink.names.most_common(12))
+        print(f"spans received: {_Sink.spans} ({common})", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

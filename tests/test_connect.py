@@ -4,11 +4,13 @@ and TLS for real, through a TLS-terminating proxy in front of the dev server."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from agentcore.client import AgentClient
 from agentcore.state import AgentOptions
 from agentcore.temporal import ConnectionSettings, TemporalConfigError, connect, load_connect_config
 from agentcore.testing.loopback import LoopbackServer
@@ -153,3 +155,23 @@ async def test_a_wrong_ca_fails_with_one_clear_line(
     assert lines == [
         f"agentcore: cannot reach Temporal at {proxy.address} (TLS: the server's certificate is not trusted)"
     ]
+
+
+async def test_agent_client_and_dev_connect_to_a_given_cluster(
+    temporal_env: WorkflowEnvironment, clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    address = _dev_server_address(temporal_env)
+    clean_env.setenv("TEMPORAL_ADDRESS", address)
+    agents = await AgentClient.connect(task_queue="unused", sessions_dir=tmp_path / "sessions")
+    assert agents.client.service_client.config.target_host == address
+    # `agentcore dev --address`: the chat, worker and demo model on that cluster, no server of its own.
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE, "--address", address, "--task-queue", f"dev-{uuid.uuid4().hex[:8]}",
+        "--data-dir", str(tmp_path / "data"), "dev", "--once", "hello", "--demo-port", "0", "--fast",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, stderr.decode()
+    assert f"Temporal at {address} (default)" in stderr.decode()
+    assert "starting the Temporal dev server" not in stderr.decode()
+    assert stdout.decode().startswith("you> hello")

@@ -132,6 +132,10 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
     assert tool.attributes["agentcore.session.id"] == session_id
     assert tool.status_code != 2  # not ERROR
 
+    # The event stream's polls are Temporal's plumbing, not the conversation's: not traced.
+    assert not [span.name for span in spans if "__temporal_" in span.name]
+    assert [span.name for span in spans if span.name.startswith("HandleUpdate:prompt")]
+
     # No prompt, answer or tool text without AGENTCORE_OTEL_CAPTURE_CONTENT; never the API key.
     everything = repr([(span.name, span.attributes) for span in spans])
     for secret in (API_KEY, PROMPT, ANSWER_PREFIX, "6*7"):

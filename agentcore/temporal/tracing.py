@@ -37,7 +37,11 @@ TRACER_NAME = "agentcore"
 
 logger = logging.getLogger("agentcore.tracing")
 
+# Temporal's own updates and queries (the event stream's polls and offsets): not traced.
+INTERNAL_UPDATE_PREFIX = "__temporal_"
+
 _lock = threading.Lock()
+_interceptor_class: type[TracingInterceptor] | None = None
 _configured: bool | None = None
 _provider: Any = None
 
@@ -114,9 +118,77 @@ def tracing_interceptor() -> TracingInterceptor | None:
     """Temporal's tracing interceptor for a client (workers made from it inherit it), or None."""
     if not configure_tracing():
         return None
-    from temporalio.contrib.opentelemetry import TracingInterceptor
+    return _agent_tracing_interceptor_class()()
 
-    return TracingInterceptor()
+
+def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
+    # Defined on first use: opentelemetry is an optional extra.
+    global _interceptor_class
+    if _interceptor_class is not None:
+        return _interceptor_class
+    import temporalio.client
+    import temporalio.worker
+    from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
+
+    class _UntracedInternalUpdates(TracingWorkflowInboundInterceptor):
+        def handle_update_validator(self, input: temporalio.worker.HandleUpdateInput) -> None:
+            if input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                self.next.handle_update_validator(input)
+                return
+            super().handle_update_validator(input)
+
+        async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
+            if input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                return await self.next.handle_update_handler(input)
+            return await super().handle_update_handler(input)
+
+        def handle_query(self, input: temporalio.worker.HandleQueryInput) -> Any:
+            if input.query.startswith(INTERNAL_UPDATE_PREFIX):
+                return self.next.handle_query(input)
+            return super().handle_query(input)
+
+    class _ClientSkippingInternalUpdates(temporalio.client.OutboundInterceptor):
+        def __init__(
+            self,
+            traced: temporalio.client.OutboundInterceptor,
+            untraced: temporalio.client.OutboundInterceptor,
+        ) -> None:
+            super().__init__(traced)
+            self.untraced = untraced
+
+        async def start_workflow_update(
+            self, input: temporalio.client.StartWorkflowUpdateInput
+        ) -> temporalio.client.WorkflowUpdateHandle[Any]:
+            if input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                return await self.untraced.start_workflow_update(input)
+            return await super().start_workflow_update(input)
+
+        async def query_workflow(self, input: temporalio.client.QueryWorkflowInput) -> Any:
+            if input.query.startswith(INTERNAL_UPDATE_PREFIX):
+                return await self.untraced.query_workflow(input)
+            return await super().query_workflow(input)
+
+    class AgentTracingInterceptor(TracingInterceptor):
+        """Temporal's tracing interceptor, minus the event stream's plumbing.
+
+        A subscriber reads a conversation's events through ``__temporal_workflow_stream_poll``
+        updates (and ``__temporal_*`` queries), one or more per turn: three spans each (client,
+        validator, handler) that say nothing about the conversation, and cost the worker a share
+        of its tracing CPU."""
+
+        def intercept_client(
+            self, next: temporalio.client.OutboundInterceptor
+        ) -> temporalio.client.OutboundInterceptor:
+            return _ClientSkippingInternalUpdates(super().intercept_client(next), next)
+
+        def workflow_interceptor_class(
+            self, input: temporalio.worker.WorkflowInterceptorClassInput
+        ) -> type[TracingWorkflowInboundInterceptor]:
+            super().workflow_interceptor_class(input)
+            return _UntracedInternalUpdates
+
+    _interceptor_class = AgentTracingInterceptor
+    return _interceptor_class
 
 
 def has_tracing_interceptor(interceptors: Any) -> bool:
