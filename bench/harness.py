@@ -136,13 +136,15 @@ async def stack(
     sink: Child | None = None
     client = server.client
     try:
-        if (worker_options or {}).get("observe"):
-            # Traced and measured (the bench's --observe): the worker exports its spans to a sink in
-            # a process of its own, and the bench's client is traced too, so the workflow's spans are
+        observe = (worker_options or {}).get("observe")
+        if observe in (True, "traces"):
+            # Traced (and measured, unless "traces"): the worker exports its spans to a sink in a
+            # process of its own, and the bench's client is traced too, so the workflow's spans are
             # made as under a traced application.
             sink = await spawn("bench.otlp_sink")
-            worker_options = {**(worker_options or {}), "observe": f"http://127.0.0.1:{sink.info}"}
-            client = _traced(client, worker_options["observe"])
+            endpoint = f"http://127.0.0.1:{sink.info}"
+            worker_options = {**(worker_options or {}), "otlp_endpoint": endpoint}
+            client = _traced(client, endpoint)
         pids = children(os.getpid(), "temporal")
         assert len(pids) == 1, f"expected one temporal server child, found {pids}"
         stamps_file = workdir / "stamps.jsonl"

@@ -9,8 +9,8 @@ what the bench measures is what exporting them costs the worker.
 from __future__ import annotations
 
 import signal
-from collections import Counter
 import sys
+from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 

@@ -11,9 +11,10 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
 ``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called),
-``"observe": "http://127.0.0.1:PORT"`` for traces to that OTLP/HTTP endpoint (the harness's
-``bench.otlp_sink``) and metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker
---metrics-port`` runs with ``OTEL_EXPORTER_OTLP_ENDPOINT`` set.
+``"observe": true`` for traces (to the harness's ``bench.otlp_sink``, ``"otlp_endpoint"``) and
+metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker --metrics-port`` runs with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set; ``"traces"`` or ``"metrics"`` for one of them,
+``"agent-metrics"`` for the agent's metrics without the SDK runtime's.
 """
 
 from __future__ import annotations
@@ -91,13 +92,20 @@ def _durations(options: dict[str, Any]) -> dict[str, Any]:
 async def main(args: argparse.Namespace) -> None:
     options = _durations(orjson.loads(args.options))
     metrics = None
-    otlp_endpoint = options.pop("observe", None)
+    observe = options.pop("observe", None)
+    otlp_endpoint = options.pop("otlp_endpoint", None)
     if otlp_endpoint:
-        from agentcore.temporal.metrics import MetricsServer
-
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
         os.environ.setdefault("OTEL_SERVICE_NAME", "bench-worker")
+    if observe in (True, "metrics"):
+        from agentcore.temporal.metrics import MetricsServer
+
         metrics = options["metrics"] = MetricsServer(0, host="127.0.0.1").start()
+    elif observe == "agent-metrics":
+        # Measurement: the agent's metrics without the SDK runtime's Prometheus exporter.
+        from agentcore.temporal.metrics import AgentMetrics
+
+        options["metrics"] = AgentMetrics()
     client = await connect(args.address, **({"runtime": metrics.runtime} if metrics else {}))
     stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     if options.pop("no_heartbeats", False):
