@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The agentcore worker: one process serving the conversation workflow and its activities on a task
-# queue. Run as many as you like against one Temporal cluster (see docker-compose.yml).
+# queue. Run as many as you like against one Temporal cluster (see docker-compose.yml). The same image
+# runs the UI's codec server (`agentcore codec-server`).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,9 +17,10 @@ COPY workflows ./workflows
 COPY activities ./activities
 
 # tzdata: the slim image may lack the system zone database the clock tool reads through zoneinfo;
-# the PyPI package is zoneinfo's documented fallback.
+# the PyPI package is zoneinfo's documented fallback. The extras: traces over OTLP (otel) and
+# payload encryption (encryption), both off until their variables are set.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install . tzdata
+    pip install ".[otel,encryption]" tzdata
 
 # A fixed non-root uid, so files on the shared sessions volume have one owner whichever worker wrote
 # them. The mount points are created here, owned by that user: Docker copies a directory's ownership
@@ -35,6 +37,11 @@ ENV AGENTCORE_TASK_QUEUE=agentcore \
     AGENTCORE_DATA_DIR=/data \
     AGENTCORE_DEMO_DB=/data/cellar.sqlite3
 
-# TEMPORAL_ADDRESS is left unset on purpose: without it the worker starts an embedded dev server
-# inside the container (a self-contained smoke test of the image). Compose sets it to the cluster.
-CMD ["python", "worker.py"]
+# Prometheus metrics (Temporal SDK and agent) at :9464/metrics.
+EXPOSE 9464
+
+# The connection comes from TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY / TEMPORAL_TLS_*
+# (or a mounted profile file, TEMPORAL_CONFIG_FILE). On SIGTERM the worker stops polling, lets
+# in-flight activities finish for --graceful-shutdown seconds (default 30) and exits 0.
+STOPSIGNAL SIGTERM
+CMD ["agentcore", "worker", "--metrics-port", "9464"]

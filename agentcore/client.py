@@ -1,7 +1,6 @@
 """``AgentClient``: start, attach to, list and recover durable conversations.
 
-    client = await agentcore.temporal.connect()
-    agents = AgentClient(client, task_queue="agentcore")
+    agents = await AgentClient.connect(task_queue="agentcore")   # TEMPORAL_* variables / profile file
     agent = await agents.start("support-42", AgentOptions(model=model, tools=["search_wines"]))
     await agent.prompt("Which Rioja do we have under $30?")
     await agent.wait_for_idle()
@@ -74,7 +73,7 @@ from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
 from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
 from .session.branching import copy_session, fork_session
 from .state import AgentOptions
-from .temporal.connect import ensure_data_converter, search_attribute_keys
+from .temporal.connect import ConnectionSettings, ensure_data_converter, search_attribute_keys
 from .temporal.payloads import PAYLOADS_SUBDIR
 from .tools import AgentTool, ToolSpec
 from .transcript import newest_within
@@ -168,6 +167,24 @@ class AgentClient:
         self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
         self.limits = limits or ConversationLimits()
         self._search_attributes: bool | None = None
+
+    @classmethod
+    async def connect(
+        cls,
+        *,
+        task_queue: str = "agentcore",
+        sessions_dir: str | Path | None = None,
+        limits: ConversationLimits | None = None,
+        settings: ConnectionSettings | None = None,
+        **client_options: Any,
+    ) -> AgentClient:
+        """An ``AgentClient`` on a new connection made as every agentcore process makes one
+        (``agentcore.temporal.connect``: the ``TEMPORAL_*`` variables and the ``temporal`` CLI's
+        profile file, ``settings`` over both; ``client_options`` go to ``Client.connect``)."""
+        from .temporal.connect import connect
+
+        client = await connect(settings=settings, **client_options)
+        return cls(client, task_queue=task_queue, sessions_dir=sessions_dir, limits=limits)
 
     async def _uses_search_attributes(self) -> bool:
         # Upserting an attribute the server does not know fails the workflow task, so only use them

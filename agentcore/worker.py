@@ -1,8 +1,9 @@
 """The agentcore worker: the conversation workflow, its activities, and your tools.
 
-    agentcore worker / python worker.py   # TEMPORAL_ADDRESS set: serve that cluster; unset: embedded dev server
+    agentcore worker     # the cluster the TEMPORAL_* variables / profile file / flags name
+    python worker.py     # TEMPORAL_ADDRESS (or TEMPORAL_PROFILE) set: that cluster; unset: embedded dev server
 
-Environment: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``AGENTCORE_TASK_QUEUE`` (default
+Environment: the ``TEMPORAL_*`` connection variables (``agentcore.temporal.connect``), ``AGENTCORE_TASK_QUEUE`` (default
 ``agentcore``), ``AGENTCORE_SESSIONS_DIR`` (default ``.agentcore/sessions``), ``AGENTCORE_DATA_DIR``
 (embedded server's SQLite file and the demo database; default ``.agentcore``), ``AGENTCORE_DEMO_DB``,
 provider keys ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` (read at call time, never stored).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import logging
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -21,19 +23,24 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter
-from temporalio.worker import Worker
+from temporalio.worker import Interceptor, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentcore.activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
 from agentcore.activities.compaction import BranchActivities, CompactionActivities
+from agentcore.logs import setup_logging
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
-from agentcore.temporal import DevServer, ensure_data_converter
+from agentcore.temporal import DevServer, ensure_data_converter, tracing
+from agentcore.temporal.metrics import AgentMetrics, MetricsServer
+from agentcore.temporal.observe import AgentObserver
 from agentcore.temporal.payloads import PAYLOADS_SUBDIR
 from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
 from agentcore.tools import AgentTool, ToolRegistry
 from agentcore.workflows import ConversationWorkflow
 from agentcore.workflows.policies import HEARTBEAT_THROTTLE
+
+logger = logging.getLogger("agentcore.worker")
 
 DEFAULT_TASK_QUEUE = "agentcore"
 # ``gc.set_threshold`` for a worker process (``tune_gc_for_worker``); Python's default is (700, 10, 10).
@@ -46,7 +53,10 @@ def workflow_runner(data_converter: DataConverter | None = None) -> SandboxedWor
     # workflow package too: its modules hold no state, and executing them again for every run (the
     # decorators inspect each handler) cost 23-26 ms of CPU per new run or replay, against 0.3 ms.
     # Determinism is kept by the replay tests over recorded histories.
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("agentcore", "orjson")
+    # OpenTelemetry's context is shared with the tracing interceptor outside the sandbox.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(
+        "agentcore", "orjson", "opentelemetry"
+    )
     if data_converter is not None and is_context_free(data_converter):
         return ContextFreeSandboxedRunner(restrictions=restrictions)
     return SandboxedWorkflowRunner(restrictions=restrictions)
@@ -61,6 +71,7 @@ def create_worker(
     stream_fn: StreamFn | None = None,
     get_api_key: GetApiKey | None = None,
     payloads_dir: str | Path | None = None,
+    metrics: MetricsServer | AgentMetrics | None = None,
     **worker_options: Any,
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
@@ -70,6 +81,11 @@ def create_worker(
     Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
     ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
     see ``agentcore.temporal.payloads``.
+
+    ``metrics`` counts the agent's runs, turns, calls, tokens and cost (``agentcore.temporal.metrics``);
+    a ``MetricsServer`` also serves the SDK's metrics, for which ``client`` must have been connected
+    with ``runtime=metrics.runtime``. With OpenTelemetry configured (``OTEL_*``), the worker traces
+    workflows, activities, model calls and tool calls (``agentcore.temporal.tracing``).
     """
     if payloads_dir is None:
         payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
@@ -80,6 +96,10 @@ def create_worker(
     tool_activities = ToolActivities(registry)
     session = SessionActivities(store)
     compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
+    worker_options["interceptors"] = [
+        *worker_options.get("interceptors", ()),
+        *observability_interceptors(client, metrics),
+    ]
     worker_options.setdefault("workflow_runner", workflow_runner(client.data_converter))
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
@@ -109,6 +129,31 @@ def create_worker(
         ],
         **worker_options,
     )
+
+
+def observability_interceptors(
+    client: Client, metrics: MetricsServer | AgentMetrics | None
+) -> list[Interceptor]:
+    """Temporal's tracing interceptor (unless the client brings it) and the agent's span and metric
+    recorder, as far as tracing and ``metrics`` are on."""
+    if isinstance(metrics, MetricsServer):
+        if client.service_client.config.runtime is not metrics.runtime:
+            raise ValueError(
+                "create_worker(metrics=MetricsServer): connect the client with runtime=metrics.runtime, "
+                "or the SDK's metrics go to another runtime"
+            )
+        metrics = metrics.agent
+    interceptors: list[Interceptor] = []
+    tracer = tracing.tracer()
+    if tracer is not None and not tracing.has_tracing_interceptor(client.config()["interceptors"]):
+        interceptor = tracing.tracing_interceptor()
+        if interceptor is not None:
+            interceptors.append(interceptor)
+    if tracer is not None or metrics is not None:
+        interceptors.append(
+            AgentObserver(metrics=metrics, tracer=tracer, capture_content=tracing.capture_content())
+        )
+    return interceptors
 
 
 # ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
@@ -211,24 +256,25 @@ def tune_gc_for_worker() -> None:
 
 
 async def main() -> None:
+    setup_logging()
     data_dir = Path(os.environ.get("AGENTCORE_DATA_DIR", ".agentcore"))
     sessions_dir = os.environ.get("AGENTCORE_SESSIONS_DIR", str(data_dir / "sessions"))
     task_queue = os.environ.get("AGENTCORE_TASK_QUEUE", DEFAULT_TASK_QUEUE)
     server: DevServer | None = None
-    if os.environ.get("TEMPORAL_ADDRESS"):
+    if os.environ.get("TEMPORAL_ADDRESS") or os.environ.get("TEMPORAL_PROFILE"):
         from agentcore.temporal import connect
 
         client = await connect()
     else:
         server = await DevServer(data_dir, port=7233, ui_port=8233).start()
         client = server.client
-        print(f"embedded Temporal dev server on {server.address}, Web UI http://localhost:8233")
+        logger.info("embedded Temporal dev server on %s, Web UI http://localhost:8233", server.address)
     try:
         worker = create_worker(
             client, task_queue=task_queue, tools=_demo_tools(data_dir), sessions_dir=sessions_dir
         )
         tune_gc_for_worker()
-        print(f"worker serving task queue {task_queue!r}, sessions in {sessions_dir}")
+        logger.info("worker serving task queue %r, sessions in %s", task_queue, sessions_dir)
         await worker.run()
     finally:
         if server is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from temporalio.client import Client
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
@@ -110,6 +111,17 @@ class Stack:
         return rss_bytes(self.server_pid)
 
 
+def _traced(client: Client, otlp_endpoint: str) -> Client:
+    from agentcore.temporal.tracing import configure_tracing, tracing_interceptor
+
+    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
+    os.environ.setdefault("OTEL_SERVICE_NAME", "bench-client")
+    configure_tracing()
+    config = client.config()
+    config["interceptors"] = [*config["interceptors"], tracing_interceptor()]
+    return Client(**config)
+
+
 @asynccontextmanager
 async def stack(
     *, model: str = "loopback", worker_options: dict[str, Any] | None = None, keep: bool = False
@@ -121,7 +133,18 @@ async def stack(
     ).start()
     loopback: Child | None = None
     worker: Child | None = None
+    sink: Child | None = None
+    client = server.client
     try:
+        observe = (worker_options or {}).get("observe")
+        if observe in (True, "traces"):
+            # Traced (and measured, unless "traces"): the worker exports its spans to a sink in a
+            # process of its own, and the bench's client is traced too, so the workflow's spans are
+            # made as under a traced application.
+            sink = await spawn("bench.otlp_sink")
+            endpoint = f"http://127.0.0.1:{sink.info}"
+            worker_options = {**(worker_options or {}), "otlp_endpoint": endpoint}
+            client = _traced(client, endpoint)
         pids = children(os.getpid(), "temporal")
         assert len(pids) == 1, f"expected one temporal server child, found {pids}"
         stamps_file = workdir / "stamps.jsonl"
@@ -139,7 +162,7 @@ async def stack(
             orjson.dumps(worker_options or {}).decode(),
         )
         agents = AgentClient(
-            server.client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=BENCH_LIMITS
+            client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=BENCH_LIMITS
         )
         yield Stack(server, pids[0], worker, loopback, agents, model, workdir, task_queue, stamps_file)
     finally:
@@ -147,6 +170,11 @@ async def stack(
             await worker.stop()
         if loopback is not None:
             await loopback.stop()
+        if sink is not None:
+            from agentcore.temporal.tracing import flush_tracing
+
+            flush_tracing()  # the client's spans, before their receiver goes
+            await sink.stop()
         await server.stop()
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

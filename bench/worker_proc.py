@@ -9,7 +9,11 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``*_interval`` / ``*_timeout``), plus ``"unsandboxed": true`` to measure the sandbox's cost,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5),
-``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
+``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called),
+``"observe": true`` for traces (to the harness's ``bench.otlp_sink``, ``"otlp_endpoint"``) and
+metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker --metrics-port`` runs with
+``OTEL_EXPORTER_OTLP_ENDPOINT`` set; ``"traces"`` or ``"metrics"`` for one of them,
+``"agent-metrics"`` for the agent's metrics without the SDK runtime's.
 """
 
 from __future__ import annotations
@@ -84,9 +88,24 @@ def _durations(options: dict[str, Any]) -> dict[str, Any]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    client = await connect(args.address)
-    stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     options = _durations(orjson.loads(args.options))
+    metrics = None
+    observe = options.pop("observe", None)
+    otlp_endpoint = options.pop("otlp_endpoint", None)
+    if otlp_endpoint:
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = otlp_endpoint
+        os.environ.setdefault("OTEL_SERVICE_NAME", "bench-worker")
+    if observe in (True, "metrics"):
+        from agentcore.temporal.metrics import MetricsServer
+
+        metrics = options["metrics"] = MetricsServer(0, host="127.0.0.1").start()
+    elif observe == "agent-metrics":
+        # Measurement: the agent's metrics without the SDK runtime's Prometheus exporter.
+        from agentcore.temporal.metrics import AgentMetrics
+
+        options["metrics"] = AgentMetrics()
+    client = await connect(args.address, **({"runtime": metrics.runtime} if metrics else {}))
+    stream_fn = _ForgetfulModel(scripted_turn, chunks=1) if args.model == "scripted" else None
     if options.pop("unsandboxed", False):
         # Measurement only: what the workflow sandbox costs per turn (agentcore keeps it on).
         from temporalio.worker import UnsandboxedWorkflowRunner
@@ -117,6 +136,10 @@ async def main(args: argparse.Namespace) -> None:
     async with worker:
         print(f"READY {os.getpid()}", flush=True)
         await stop.wait()
+    if otlp_endpoint:
+        from agentcore.temporal.tracing import flush_tracing
+
+        flush_tracing()
 
 
 if __name__ == "__main__":

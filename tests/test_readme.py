@@ -9,7 +9,9 @@ added to the README without an entry fails ``test_every_readme_command_is_exerci
 - ``run``: run as is, as a subprocess, against a demo deployment (a real dev server and worker)
   through the environment variables the README documents;
 - ``serve``: started the same way, watched until it reports it is serving, then stopped;
-- ``model``: parsed by the CLI's parser and resolved to the model it would call (no API key here).
+- ``model``: parsed by the CLI's parser and resolved to the model it would call (no API key here);
+- ``connect``: parsed, with its variables set, and resolved to the connection it would open (Temporal
+  Cloud is not reachable from a test).
 
 ``docker compose up`` is quoted in the text; its compose file is checked by ``tests/test_compose.py``.
 
@@ -49,6 +51,18 @@ KEYGEN = (
     'print(base64.b64encode(os.urandom(32)).decode())")'
 )
 
+CLOUD_API_KEY = (
+    "TEMPORAL_ADDRESS=us-east-1.aws.api.temporal.io:7233 TEMPORAL_NAMESPACE=my-ns.a1b2c "
+    "TEMPORAL_API_KEY=my-api-key agentcore worker"
+)
+CLOUD_MTLS = (
+    "TEMPORAL_ADDRESS=my-ns.a1b2c.tmprl.cloud:7233 TEMPORAL_NAMESPACE=my-ns.a1b2c "
+    "TEMPORAL_TLS_CLIENT_CERT_PATH=client.pem TEMPORAL_TLS_CLIENT_KEY_PATH=client.key agentcore worker"
+)
+OBSERVED_WORKER = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agentcore worker --metrics-port 9464 --log-format json"
+)
+
 README_COMMANDS: dict[str, str] = {
     QUICK_START: "quick-start",
     TEST_COMMAND: "ci",
@@ -65,6 +79,9 @@ README_COMMANDS: dict[str, str] = {
     KEYGEN: "run",
     "agentcore dev": "run",
     "agentcore codec-server --port 8081 --origin http://localhost:8080": "serve",
+    CLOUD_API_KEY: "connect",
+    CLOUD_MTLS: "connect",
+    OBSERVED_WORKER: "serve",
 }
 
 # What each command prints when it works (stdout and stderr together).
@@ -78,6 +95,7 @@ EXPECTED = {
     "TEMPORAL_ADDRESS=temporal.example.internal:7233 AGENTCORE_SESSIONS_DIR=/mnt/sessions agentcore worker": "worker on",
     "agentcore events cellar-demo --follow --from 40": '"offset":40,',
     "agentcore codec-server --port 8081 --origin http://localhost:8080": "codec server on",
+    OBSERVED_WORKER: '"message": "metrics on http://',
 }
 
 
@@ -162,12 +180,40 @@ def test_provider_commands_resolve_to_the_documented_model(
         assert model.base_url == base_url and model.api == "openai-completions"
 
 
+@pytest.mark.parametrize("command", [c for c, how in README_COMMANDS.items() if how == "connect"])
+def test_cloud_commands_connect_as_documented(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agentcore.cli import connection_settings
+    from agentcore.temporal import load_connect_config
+
+    assignments, argv = _split(command)
+    for name in [name for name in os.environ if name.startswith("TEMPORAL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TEMPORAL_CONFIG_FILE", str(tmp_path / "none.toml"))
+    for name, value in assignments.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "client.pem").write_text("client certificate")
+    (tmp_path / "client.key").write_text("client key")
+    args = build_parser().parse_args(argv[1:])
+    config = load_connect_config(connection_settings(args))
+    assert config["target_host"] == assignments["TEMPORAL_ADDRESS"]
+    assert config["namespace"] == assignments["TEMPORAL_NAMESPACE"]
+    if "TEMPORAL_API_KEY" in assignments:
+        assert config["api_key"] == assignments["TEMPORAL_API_KEY"] and config["tls"] is True
+    else:
+        assert config["tls"].client_cert == b"client certificate"
+        assert config["tls"].client_private_key == b"client key"
+
+
 async def _serve_until(command: str, env: dict[str, str], cwd: Path, marker: str) -> str:
     # The README's cluster address and shared volume stand for the test's server and directory.
     _, argv = _split(command)
     argv[0] = AGENTCORE
-    if "--port" in argv:  # a fixed port may be taken on a developer's machine
-        argv[argv.index("--port") + 1] = "0"
+    for port in ("--port", "--metrics-port"):  # a fixed port may be taken on a developer's machine
+        if port in argv:
+            argv[argv.index(port) + 1] = "0"
     process = await asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -1,7 +1,7 @@
 """``agentcore``: the command line.
 
     agentcore dev                       embedded Temporal (SQLite, Web UI) + worker + demo chat
-    agentcore worker                    a worker for a cluster (TEMPORAL_ADDRESS)
+    agentcore worker                    a worker for a cluster (TEMPORAL_* variables or flags)
     agentcore chat [SESSION]            talk to a conversation (starts it if new)
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
     agentcore state SESSION             status, model, messages, queues, usage
@@ -23,11 +23,15 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from ..errors import AgentError, AgentNotFoundError
+from ..logs import LOG_FORMATS, cli_logger, setup_logging
+from ..temporal.connect import ConnectionSettings
+from ..temporal.tracing import flush_tracing
 from .commands import (
     CliError,
     cmd_abort,
@@ -48,15 +52,54 @@ from .tree import add_tree_commands
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
 
-async def connect_or_fail(args: argparse.Namespace) -> Client:
-    """A client for ``--address``, or ``CliError`` (exit 2) saying the server cannot be reached."""
-    from ..temporal import connect
+def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
+    """The connection flags given; what they leave out comes from ``temporalio.envconfig``."""
+    return ConnectionSettings(
+        address=args.address,
+        namespace=args.namespace,
+        api_key=args.api_key,
+        tls=args.tls,
+        tls_ca_cert=args.tls_ca_cert,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_server_name=args.tls_server_name,
+        profile=args.profile,
+        config_file=args.config_file,
+    )
 
+
+async def connect_or_fail(args: argparse.Namespace, **client_options: Any) -> Client:
+    """A client for the flags and environment, or ``CliError`` (exit 2) saying in one line why not."""
+    from ..temporal import TemporalConfigError, connect, load_connect_config
+
+    settings = connection_settings(args)
     try:
-        return await asyncio.wait_for(connect(args.address, namespace=args.namespace), timeout=15)
+        target = load_connect_config(settings)["target_host"]
+        return await asyncio.wait_for(connect(settings=settings, **client_options), timeout=15)
+    except TemporalConfigError as err:
+        raise CliError(str(err), exit_code=2) from None
     except (RuntimeError, TimeoutError, RPCError) as err:
-        detail = str(err).split(":", 1)[0] if isinstance(err, RuntimeError) else type(err).__name__
-        raise CliError(f"cannot reach Temporal at {args.address} ({detail})", exit_code=2) from None
+        raise CliError(f"cannot reach Temporal at {target} ({connect_failure(err)})", exit_code=2) from None
+
+
+def connect_failure(err: BaseException) -> str:
+    """Why a connection failed, in a few words: the SDK's message names the cause deep in a chain
+    ("Failed client connect: ... invalid peer certificate: UnknownIssuer")."""
+    if not isinstance(err, RuntimeError):
+        return type(err).__name__
+    text = " ".join(str(err).split())
+    for marker, reason in (
+        ("invalid peer certificate", "TLS: the server's certificate is not trusted"),
+        ("UnknownIssuer", "TLS: the server's certificate is not trusted"),
+        ("NotValidForName", "TLS: the server's certificate does not name this host"),
+        ("CertificateRequired", "TLS: the server requires a client certificate"),
+        ("InvalidContentType", "TLS: the server does not speak TLS"),
+        ("Unauthenticated", "the server refused the credentials"),
+        ("PermissionDenied", "the server refused the credentials"),
+    ):
+        if marker in text:
+            return reason
+    return text.split(":", 1)[0]
 
 
 def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -66,15 +109,55 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         return argparse.SUPPRESS if suppress else value
 
     env = os.environ.get
-    parser.add_argument(
-        "--address",
-        default=default(env("TEMPORAL_ADDRESS", "localhost:7233")),
-        help="Temporal frontend host:port (TEMPORAL_ADDRESS)",
+    connection = parser.add_argument_group(
+        "connection",
+        "Unset flags come from the TEMPORAL_* variables and the temporal CLI's profile file "
+        "(TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE), as for every Temporal tool.",
     )
-    parser.add_argument(
-        "--namespace",
-        default=default(env("TEMPORAL_NAMESPACE", "default")),
-        help="Temporal namespace (TEMPORAL_NAMESPACE)",
+    connection.add_argument(
+        "--address",
+        default=default(None),
+        help="Temporal frontend host:port (TEMPORAL_ADDRESS; localhost:7233)",
+    )
+    connection.add_argument(
+        "--namespace", default=default(None), help="Temporal namespace (TEMPORAL_NAMESPACE; default)"
+    )
+    connection.add_argument(
+        "--api-key",
+        default=default(None),
+        help="API key, e.g. Temporal Cloud's; turns TLS on (TEMPORAL_API_KEY)",
+    )
+    connection.add_argument(
+        "--tls",
+        action=argparse.BooleanOptionalAction,
+        default=default(None),
+        help="TLS on or off (TEMPORAL_TLS); on with any of the TLS files",
+    )
+    connection.add_argument(
+        "--tls-ca-cert",
+        default=default(None),
+        help="CA of the server, PEM (TEMPORAL_TLS_SERVER_CA_CERT_PATH)",
+    )
+    connection.add_argument(
+        "--tls-cert",
+        default=default(None),
+        help="client certificate for mTLS, PEM (TEMPORAL_TLS_CLIENT_CERT_PATH)",
+    )
+    connection.add_argument(
+        "--tls-key",
+        default=default(None),
+        help="client private key for mTLS, PEM (TEMPORAL_TLS_CLIENT_KEY_PATH)",
+    )
+    connection.add_argument(
+        "--tls-server-name", default=default(None), help="server name to verify (TEMPORAL_TLS_SERVER_NAME)"
+    )
+    connection.add_argument(
+        "--profile", default=default(None), help="profile in the config file (TEMPORAL_PROFILE)"
+    )
+    connection.add_argument(
+        "--config-file",
+        default=default(None),
+        help="the temporal CLI's TOML config file (TEMPORAL_CONFIG_FILE)",
     )
     parser.add_argument(
         "--task-queue",
@@ -90,6 +173,15 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--sessions-dir",
         default=default(env("AGENTCORE_SESSIONS_DIR")),
         help="JSONL session files (AGENTCORE_SESSIONS_DIR; default DATA_DIR/sessions)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=default(None),
+        help="diagnostics as text or one JSON object per line (AGENTCORE_LOG_FORMAT; text)",
+    )
+    parser.add_argument(
+        "--log-level", default=default(None), help="DEBUG, INFO, WARNING, ERROR (AGENTCORE_LOG_LEVEL; INFO)"
     )
 
 
@@ -140,6 +232,30 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--demo-model", action="store_true", help="also serve the offline demo model")
     worker.add_argument(
         "--demo-port", type=int, default=int(os.environ.get("AGENTCORE_DEMO_PORT", DEFAULT_DEMO_PORT))
+    )
+    worker.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE:NAME",
+        help="your tools: a list of AgentTool (or a function returning one) to serve instead of the demo's (repeatable)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        default=_env_int("AGENTCORE_METRICS_PORT"),
+        help="serve Prometheus metrics (SDK and agent) on this port at /metrics (AGENTCORE_METRICS_PORT)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default=os.environ.get("AGENTCORE_METRICS_HOST", "0.0.0.0"),
+        help="metrics bind address",
+    )
+    worker.add_argument(
+        "--graceful-shutdown",
+        type=float,
+        default=float(os.environ.get("AGENTCORE_GRACEFUL_SHUTDOWN", "30")),
+        metavar="SECONDS",
+        help="on SIGTERM, how long in-flight activities may run before they are cancelled (default 30)",
     )
 
     chat = command("chat", cmd_chat, "talk to a conversation (started with the demo tools if new)")
@@ -197,19 +313,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
 def _coded(err: AgentError) -> str:
     text = str(err)
     return text if text.startswith(f"{err.code}:") else f"{err.code}: {text}"
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"agentcore: {message}", file=sys.stderr)
+    cli_logger().error(message)
     return code
 
 
 async def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the command in the running event loop; returns the exit code."""
     args = build_parser().parse_args(argv)
+    setup_logging(args.log_format, args.log_level)
     try:
         handler: Command = args.handler
         return await handler(args)
@@ -221,7 +343,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return _fail(_coded(err), 1)
     except RPCError as err:
         if err.status == RPCStatusCode.UNAVAILABLE:
-            return _fail(f"cannot reach Temporal at {args.address}", 2)
+            return _fail(f"cannot reach Temporal at {args.address or 'the configured address'}", 2)
         return _fail(f"Temporal refused the call: {err.message}", 1)
     except BrokenPipeError:
         # The reader left (``| head``) with what it wanted: not an error. Later output goes nowhere.
@@ -265,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Exit without interpreter finalization: the Temporal SDK's core threads can still be winding
     # down, and finalizing under them aborts the process ("PyGILState_Release ... finalizing") after
     # the command has succeeded. Everything the commands write is flushed or closed by now.
+    flush_tracing()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
@@ -273,4 +396,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     os._exit(code)
 
 
-__all__ = ["build_parser", "connect_or_fail", "main", "run"]
+__all__ = ["build_parser", "connect_or_fail", "connection_settings", "main", "run"]

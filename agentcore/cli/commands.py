@@ -12,6 +12,7 @@ import orjson
 
 from ..client import AgentClient, DurableAgent, SessionSummary
 from ..errors import AgentError
+from ..logs import cli_logger
 from ..session import JsonlSessionStorage
 from .export import session_to_markdown
 from .render import EventPrinter, format_state, format_table
@@ -53,7 +54,7 @@ async def cmd_send(args: argparse.Namespace) -> int:
     start = await agent.event_offset()
     accepted = await agent.prompt(args.text)
     said = "accepted" if accepted.status == "accepted" else "already accepted (a repeated id)"
-    print(f"{said}; events from offset {start}", file=sys.stderr)
+    cli_logger().info(f"{said}; events from offset {start}")
     if args.wait:
         await _follow_run(agent, start)
     return 0
@@ -74,7 +75,7 @@ async def cmd_follow_up(args: argparse.Namespace) -> int:
 async def cmd_abort(args: argparse.Namespace) -> int:
     agent = await attached(args)
     await agent.abort(args.reason)
-    print(f"abort sent to {agent.session_id}", file=sys.stderr)
+    cli_logger().info(f"abort sent to {agent.session_id}")
     return 0
 
 
@@ -120,7 +121,7 @@ async def cmd_sessions(args: argparse.Namespace) -> int:
     agents = await agents_for(args)
     summaries = await agents.list(args.query, limit=args.limit)
     if not summaries:
-        print("no conversations", file=sys.stderr)
+        cli_logger().info("no conversations")
         return 0
     rows = []
     for summary in summaries:
@@ -151,14 +152,13 @@ async def cmd_recover(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise CliError(f"no session file at {path}", exit_code=3)
     agents = await agents_for(args)
-    print(f"rebuilding the conversation from {path} ...", file=sys.stderr)
+    cli_logger().info(f"rebuilding the conversation from {path} ...")
     agent = await agents.recover(path, session_id=args.session_id)
     state = await agent.get_state()
     print(agent.session_id)
-    print(
+    cli_logger().info(
         f"recovered {state.message_count} messages into session {agent.session_id}; "
-        f"continue with: agentcore chat {agent.session_id}",
-        file=sys.stderr,
+        f"continue with: agentcore chat {agent.session_id}"
     )
     return 0
 
@@ -177,7 +177,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     markdown = session_to_markdown(session_path(args, args.target))
     if args.output:
         Path(args.output).write_text(markdown, encoding="utf-8")
-        print(f"wrote {args.output}", file=sys.stderr)
+        cli_logger().info(f"wrote {args.output}")
     else:
         sys.stdout.write(markdown)
     return 0
@@ -198,7 +198,7 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         if args.attach_only
         else await attach_or_start(agents, session_id, model)
     )
-    print(f"session {session_id}; /help for commands, Ctrl-C aborts a turn", file=sys.stderr)
+    cli_logger().info(f"session {session_id}; /help for commands, Ctrl-C aborts a turn")
     lines = ScriptedLines(args.once, sys.stdout) if args.once else LineSource()
     await ChatSession(agent, lines).run()
     if args.once:
@@ -218,7 +218,7 @@ async def cmd_codec_server(args: argparse.Namespace) -> int:
         raise CliError(f"{ENCRYPTION_KEY_ENV} is not set: nothing to decode", exit_code=2)
     server = CodecServer(codec, host=args.host, port=args.port, origins=args.origin or DEFAULT_ORIGINS)
     server.start()
-    print(f"codec server on {server.url} (POST /decode, /encode)", file=sys.stderr, flush=True)
+    cli_logger().info(f"codec server on {server.url} (POST /decode, /encode)")
     try:
         await asyncio.Event().wait()
     finally:

@@ -11,21 +11,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import os
+import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
+
+from temporalio.client import Client
 
 from ..client import AgentClient, DurableAgent
 from ..demo import DEMO_SYSTEM_PROMPT, demo_tools
 from ..demo.script import DEMO_QUESTIONS, sommelier_responder
 from ..errors import AgentNotFoundError
+from ..logs import cli_logger
 from ..model import Model
 from ..providers import get_model
 from ..providers.catalog import UnknownModelError
 from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
+from ..tools import AgentTool
 from .commands import CliError
 
 DEMO_MODEL_ID = "cellar-demo"
@@ -80,7 +87,7 @@ def needs_demo_server(model: Model) -> bool:
 
 
 def _progress(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    cli_logger().info(text)
 
 
 @contextlib.asynccontextmanager
@@ -115,80 +122,94 @@ def _codec_server(port: int) -> Iterator[str | None]:
         server.stop()
 
 
+@contextlib.asynccontextmanager
+async def _temporal_for_dev(
+    args: argparse.Namespace, codec_url: str | None
+) -> AsyncIterator[tuple[Client, str | None]]:
+    """The client ``dev`` works through, and the Web UI's base URL: the cluster ``--address`` (or
+    the other connection flags) names, else an embedded dev server started (and stopped) here."""
+    from ..temporal import DevServer
+    from . import connect_or_fail
+
+    if args.address or args.profile or args.config_file or args.api_key:
+        client = await connect_or_fail(args)
+        _progress(f"Temporal at {client.service_client.config.target_host} ({client.namespace})")
+        yield client, None
+        return
+    data_dir = Path(args.data_dir)
+    started = time.monotonic()
+    _progress(f"starting the Temporal dev server (SQLite in {data_dir / 'temporal.db'}) ...")
+    server = DevServer(
+        data_dir,
+        port=args.port or None,
+        ui=not args.no_ui,
+        ui_port=args.ui_port or None,
+        codec_endpoint=codec_url,
+        log_file=data_dir / "temporal.log",
+    )
+    try:
+        await server.start()
+    except RuntimeError as err:  # the SDK's "did not start within 5s" and the like
+        raise CliError(
+            f"the Temporal dev server did not start ({str(err).split(';')[0]}); "
+            f"its log: {data_dir / 'temporal.log'}",
+            exit_code=2,
+        ) from None
+    try:
+        # The server puts its UI 1000 ports above its own unless told where.
+        ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000
+        ui = "" if args.no_ui else f", Web UI http://localhost:{ui_port}"
+        _progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
+        yield server.client, None if args.no_ui else f"http://localhost:{ui_port}"
+    finally:
+        _progress("stopping the Temporal dev server ...")
+        await server.stop()
+
+
 async def run_dev(args: argparse.Namespace) -> int:
     from agentcore.worker import create_worker
 
-    from ..temporal import DevServer
     from .chat import ChatSession, LineSource, ScriptedLines
 
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
     model = choose_model(args.model, args.base_url, args.demo_port)
     with _codec_server(args.codec_port) as codec_url:
-        started = time.monotonic()
-        _progress(f"starting the Temporal dev server (SQLite in {data_dir / 'temporal.db'}) ...")
-        server = DevServer(
-            data_dir,
-            port=args.port or None,
-            ui=not args.no_ui,
-            ui_port=args.ui_port or None,
-            codec_endpoint=codec_url,
-            log_file=data_dir / "temporal.log",
-        )
-        try:
-            await server.start()
-        except RuntimeError as err:  # the SDK's "did not start within 5s" and the like
-            raise CliError(
-                f"the Temporal dev server did not start ({str(err).split(';')[0]}); "
-                f"its log: {data_dir / 'temporal.log'}",
-                exit_code=2,
-            ) from None
-        try:
-            # The server puts its UI 1000 ports above its own unless told where.
-            ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000
-            ui = "" if args.no_ui else f", Web UI http://localhost:{ui_port}"
-            _progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
-            async with contextlib.AsyncExitStack() as stack:
-                if needs_demo_server(model):
-                    pacing = 0.0 if args.fast else 0.012
-                    loopback = await stack.enter_async_context(demo_model_server(args.demo_port, pacing))
-                    model = demo_model(loopback.port)
-                    _progress(
-                        f"demo model: the scripted sommelier at {loopback.openai_base_url} (no API key)"
-                    )
-                else:
-                    _progress(f"model: {model.provider}/{model.id}")
-                worker = create_worker(
-                    server.client,
-                    task_queue=args.task_queue,
-                    tools=demo_tools(data_dir / "cellar.sqlite"),
-                    sessions_dir=sessions_dir,
-                )
-                await stack.enter_async_context(worker)
-                _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
-                if args.no_chat:
-                    _progress("serving until Ctrl-C")
-                    await asyncio.Event().wait()
-                    return 0
-                agents = AgentClient(server.client, task_queue=args.task_queue, sessions_dir=sessions_dir)
-                session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
-                agent = await attach_or_start(agents, session_id, model)
-                ui_link = (
-                    ""
-                    if args.no_ui
-                    else f"  (http://localhost:{ui_port}/namespaces/default/workflows/{session_id})"
-                )
-                _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
-                if args.demo_script or args.once:
-                    lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
-                    await ChatSession(agent, lines).run()
-                    await agent.wait_for_idle(timeout=60)
-                else:
-                    await ChatSession(agent, LineSource()).run()
-                _progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
-        finally:
-            _progress("stopping the Temporal dev server ...")
-            await server.stop()
+        async with (
+            _temporal_for_dev(args, codec_url) as (client, ui_url),
+            contextlib.AsyncExitStack() as stack,
+        ):
+            if needs_demo_server(model):
+                pacing = 0.0 if args.fast else 0.012
+                loopback = await stack.enter_async_context(demo_model_server(args.demo_port, pacing))
+                model = demo_model(loopback.port)
+                _progress(f"demo model: the scripted sommelier at {loopback.openai_base_url} (no API key)")
+            else:
+                _progress(f"model: {model.provider}/{model.id}")
+            worker = create_worker(
+                client,
+                task_queue=args.task_queue,
+                tools=demo_tools(data_dir / "cellar.sqlite"),
+                sessions_dir=sessions_dir,
+            )
+            await stack.enter_async_context(worker)
+            _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
+            if args.no_chat:
+                _progress("serving until Ctrl-C")
+                await asyncio.Event().wait()
+                return 0
+            agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
+            session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
+            agent = await attach_or_start(agents, session_id, model)
+            ui_link = f"  ({ui_url}/namespaces/{client.namespace}/workflows/{session_id})" if ui_url else ""
+            _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
+            if args.demo_script or args.once:
+                lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
+                await ChatSession(agent, lines).run()
+                await agent.wait_for_idle(timeout=60)
+            else:
+                await ChatSession(agent, LineSource()).run()
+            _progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
     return 0
 
 
@@ -204,28 +225,87 @@ async def attach_or_start(agents: AgentClient, session_id: str, model: Model) ->
     return await agents.start(session_id, options)
 
 
+def load_tools(specs: Sequence[str]) -> list[AgentTool]:
+    """``--tools MODULE:NAME``: each names a list of ``AgentTool`` (or one tool, or a function
+    returning either), importable from the current directory (as ``uvicorn`` finds its app)."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    tools: list[AgentTool] = []
+    for spec in specs:
+        module_name, _, attribute = spec.partition(":")
+        if not module_name or not attribute:
+            raise CliError(f"--tools takes MODULE:NAME, not {spec!r}", exit_code=2)
+        try:
+            value = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as err:
+            raise CliError(f"--tools {spec}: {err}", exit_code=2) from None
+        if callable(value) and not isinstance(value, AgentTool):
+            value = value()
+        found = [value] if isinstance(value, AgentTool) else list(value)
+        if not all(isinstance(tool, AgentTool) for tool in found):
+            raise CliError(f"--tools {spec}: not an AgentTool or a list of them", exit_code=2)
+        tools.extend(found)
+    return tools
+
+
 async def run_worker(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM (or Ctrl-C): then stop polling, give in-flight activities
+    ``--graceful-shutdown`` seconds to finish (what does not is cancelled and retried elsewhere),
+    and exit 0."""
     from agentcore.worker import create_worker, tune_gc_for_worker
 
+    from ..temporal.metrics import MetricsServer
     from . import connect_or_fail
 
-    client = await connect_or_fail(args)
+    metrics = (
+        MetricsServer(args.metrics_port, host=args.metrics_host) if args.metrics_port is not None else None
+    )
+    client = await connect_or_fail(args, **({"runtime": metrics.runtime} if metrics else {}))
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
+    tools = (
+        load_tools(args.tools)
+        if args.tools
+        else demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite")))
+    )
     worker = create_worker(
         client,
         task_queue=args.task_queue,
-        tools=demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))),
+        tools=tools,
         sessions_dir=sessions_dir,
+        metrics=metrics,
+        graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
     )
     tune_gc_for_worker()
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # Replaces the CLI's cancel-on-SIGTERM: cancelling would drop the activities in flight.
+        loop.add_signal_handler(signum, stopping.set)
     async with contextlib.AsyncExitStack() as stack:
         if args.demo_model:
             loopback = await stack.enter_async_context(demo_model_server(args.demo_port, 0.012))
             _progress(f"demo model at {loopback.openai_base_url}")
-        _progress(f"worker on {args.address} serving {args.task_queue!r}; sessions in {sessions_dir}")
-        await worker.run()
+        if metrics is not None:
+            metrics.start()
+            stack.callback(metrics.stop)
+            _progress(f"metrics on http://{args.metrics_host}:{metrics.port}/metrics")
+        target = client.service_client.config.target_host
+        _progress(
+            f"worker on {target} ({client.namespace}) serving {args.task_queue!r}; sessions in {sessions_dir}"
+        )
+        running = asyncio.create_task(worker.run())
+        stop = asyncio.create_task(stopping.wait())
+        await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.done():
+            _progress(
+                f"stopping: no new tasks; in-flight activities have {args.graceful_shutdown:g}s to finish"
+            )
+            await worker.shutdown()
+        stop.cancel()
+        await running
+        _progress("worker stopped")
     return 0
 
 
-__all__ = ["DEMO_QUESTIONS", "choose_model", "demo_model", "run_dev", "run_worker"]
+__all__ = ["DEMO_QUESTIONS", "choose_model", "demo_model", "load_tools", "run_dev", "run_worker"]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Awaitable, Callable
 
+from ..logs import cli_logger
 from ..protocol import MessagesPage
 from .commands import agents_for, attached
 
@@ -36,13 +36,13 @@ def _print_messages(page: MessagesPage) -> None:
 
 async def cmd_compact(args: argparse.Namespace) -> int:
     agent = await attached(args)
-    print(f"compacting {agent.session_id}...", file=sys.stderr)
+    cli_logger().info(f"compacting {agent.session_id}...")
     end = await agent.compact(args.instructions)
     if end.error_message:
-        print(f"compaction failed: {end.error_message}", file=sys.stderr)
+        cli_logger().info(f"compaction failed: {end.error_message}")
         return 1
     if end.summary is None:
-        print("nothing to compact", file=sys.stderr)
+        cli_logger().info("nothing to compact")
         return 0
     print(f"compacted: {end.tokens_before} -> {end.tokens_after} tokens (entry {end.entry_id})")
     return 0
@@ -69,7 +69,7 @@ async def cmd_fork(args: argparse.Namespace) -> int:
 async def cmd_label(args: argparse.Namespace) -> int:
     agent = await attached(args)
     await agent.set_label(args.entry_id, args.label)
-    print(f"label of {args.entry_id}: {args.label or '(cleared)'}", file=sys.stderr)
+    cli_logger().info(f"label of {args.entry_id}: {args.label or '(cleared)'}")
     return 0
 
 

@@ -1,10 +1,12 @@
-"""Connecting to Temporal with the converter agentcore's payloads need."""
+"""Connecting to Temporal: where (``temporalio.envconfig``: the ``TEMPORAL_*`` variables and the
+``temporal`` CLI's profile file, overridden by explicit settings) and with the converter agentcore's
+payloads need."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -12,6 +14,7 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, SerializationContext
+from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
 from ..search_attributes import SEARCH_ATTRIBUTES
 from .payloads import with_payload_store
@@ -57,17 +60,127 @@ def default_data_converter() -> DataConverter:
     return with_codec(DATA_CONVERTER, codec_from_env())
 
 
-async def connect(address: str | None = None, *, namespace: str | None = None, **kwargs: Any) -> Client:
-    """Connect with the pydantic data converter. Defaults: ``TEMPORAL_ADDRESS`` / ``TEMPORAL_NAMESPACE``.
+DEFAULT_ADDRESS = "localhost:7233"
+DEFAULT_NAMESPACE = "default"
 
-    With ``AGENTCORE_ENCRYPTION_KEY`` set, payloads are encrypted (see ``agentcore.temporal.codec``)."""
-    if "data_converter" not in kwargs:
-        kwargs["data_converter"] = default_data_converter()
-    return await Client.connect(
-        address or os.environ.get("TEMPORAL_ADDRESS", "localhost:7233"),
-        namespace=namespace or os.environ.get("TEMPORAL_NAMESPACE", "default"),
-        **kwargs,
+
+class TemporalConfigError(ValueError):
+    """The connection settings cannot be used: a profile file that does not parse, a certificate that
+    cannot be read, a profile that does not exist. The message is one line naming the cause."""
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Explicit connection settings (the CLI's flags). Each one set overrides what
+    ``temporalio.envconfig`` found; each one left ``None`` keeps it.
+
+    ``tls_ca_cert``, ``tls_cert`` and ``tls_key`` are file paths (PEM). ``tls=False`` turns TLS off
+    even where an API key would turn it on; ``tls=True`` turns it on with the system's roots."""
+
+    address: str | None = None
+    namespace: str | None = None
+    api_key: str | None = None
+    tls: bool | None = None
+    tls_ca_cert: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_server_name: str | None = None
+    profile: str | None = None
+    config_file: str | None = None
+
+
+def load_connect_config(settings: ConnectionSettings | None = None) -> dict[str, Any]:
+    """``Client.connect`` keyword arguments: ``settings`` over the environment over the profile file.
+
+    The environment and file are those of every Temporal tool (``temporalio.envconfig``):
+    ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS``,
+    ``TEMPORAL_TLS_SERVER_CA_CERT_PATH``, ``TEMPORAL_TLS_CLIENT_CERT_PATH``,
+    ``TEMPORAL_TLS_CLIENT_KEY_PATH``, ``TEMPORAL_TLS_SERVER_NAME``, ``TEMPORAL_GRPC_META_*``, and the
+    TOML file of the ``temporal`` CLI (``TEMPORAL_CONFIG_FILE``, default
+    ``~/.config/temporalio/temporal.toml``), profile ``TEMPORAL_PROFILE`` (default ``default``).
+    Unset everywhere: ``localhost:7233``, namespace ``default``, no TLS.
+    """
+    settings = settings or ConnectionSettings()
+    config_file = settings.config_file
+    if config_file is not None and not Path(config_file).is_file():
+        raise TemporalConfigError(f"no Temporal config file at {config_file}")
+    try:
+        profile = ClientConfigProfile.load(
+            settings.profile, config_source=Path(config_file) if config_file else None
+        )
+    except (RuntimeError, ValueError, OSError) as err:
+        raise TemporalConfigError(
+            f"cannot load the Temporal connection profile: {_first_line(err)}"
+        ) from None
+    profile = _overridden(profile, settings)
+    try:
+        config: dict[str, Any] = dict(profile.to_client_connect_config())
+    except OSError as err:  # a certificate path that cannot be read
+        raise TemporalConfigError(f"cannot read a TLS file: {err.filename}: {err.strerror}") from None
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    config.setdefault("namespace", DEFAULT_NAMESPACE)
+    return config
+
+
+def _overridden(profile: ClientConfigProfile, settings: ConnectionSettings) -> ClientConfigProfile:
+    tls = profile.tls
+    tls_fields: dict[str, Any] = {}
+    if settings.tls is not None:
+        tls_fields["disabled"] = not settings.tls
+    for name, path in (
+        ("server_root_ca_cert", settings.tls_ca_cert),
+        ("client_cert", settings.tls_cert),
+        ("client_private_key", settings.tls_key),
+    ):
+        if path is not None:
+            tls_fields[name] = Path(path)
+            tls_fields.setdefault("disabled", False)
+    if settings.tls_server_name is not None:
+        tls_fields["server_name"] = settings.tls_server_name
+    if tls_fields:
+        tls = dataclasses.replace(tls or ClientConfigTLS(), **tls_fields)
+    return dataclasses.replace(
+        profile,
+        address=settings.address or profile.address,
+        namespace=settings.namespace or profile.namespace,
+        api_key=settings.api_key or profile.api_key,
+        tls=tls,
     )
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+async def connect(
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    settings: ConnectionSettings | None = None,
+    **kwargs: Any,
+) -> Client:
+    """A client for the cluster ``temporalio.envconfig`` describes (see ``load_connect_config``),
+    with ``address`` / ``namespace`` / ``settings`` overriding it and ``kwargs`` passed to
+    ``Client.connect`` as they are (``runtime=`` for a worker's metrics, say).
+
+    Payloads go through agentcore's pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY``
+    is set (see ``agentcore.temporal.codec``). With OpenTelemetry configured (``OTEL_*``, see
+    ``agentcore.temporal.tracing``) the client traces its calls, and workers made from it theirs."""
+    from .tracing import tracing_interceptor
+
+    settings = settings or ConnectionSettings()
+    if address or namespace:
+        settings = dataclasses.replace(
+            settings, address=address or settings.address, namespace=namespace or settings.namespace
+        )
+    config = load_connect_config(settings)
+    config.update(kwargs)
+    if "data_converter" not in config:
+        config["data_converter"] = default_data_converter()
+    interceptor = tracing_interceptor()
+    if interceptor is not None:
+        config["interceptors"] = [*config.get("interceptors", ()), interceptor]
+    return await Client.connect(**config)
 
 
 def ensure_data_converter(client: Client, payloads_dir: str | Path | None = None) -> Client:

@@ -1,0 +1,295 @@
+"""What a worker tells an operator about each model and tool call: a span and metrics.
+
+``AgentObserver`` is a Temporal worker interceptor (``create_worker`` installs it when tracing or
+metrics are on). Around each ``llm.stream`` activity it makes a ``chat {model}`` span and counts the
+call, its tokens and cost; around each ``tools.execute`` / ``tools.execute_local`` an
+``execute_tool {name}`` span and the call's outcome. The spans follow the OpenTelemetry GenAI
+semantic conventions and are children of Temporal's ``RunActivity`` span when Temporal's tracing
+interceptor runs first (it does: the client's interceptors come before the worker's).
+
+Everything is read from the activity's input and result, so neither the activities nor the workflow
+know about it. Runs are counted where they begin, when the workflow accepts a ``prompt`` or
+``continue`` update: the workflow interceptor calls out of the sandbox (an extern function) only
+when the workflow is not replaying, so a replay after a restart counts nothing twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import temporalio.workflow
+from temporalio import activity
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    HandleUpdateInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+from ..errors import EXECUTION_ABORTED
+from ..messages import AssistantMessage, TextContent
+from ..protocol import LocalToolResult, StreamInput, StreamResult, ToolCallInput
+from ..tools import AgentToolResult
+from .metrics import AgentMetrics
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+MODEL_CALL_ACTIVITY = "llm.stream"
+TOOL_CALL_ACTIVITIES = frozenset({"tools.execute", "tools.execute_local"})
+RUN_UPDATES = frozenset({"prompt", "continue"})
+SESSION_ID_ATTRIBUTE = "agentcore.session.id"
+_RUN_STARTED_EXTERN = "agentcore_run_started"
+# The model a run uses, as the workflow indexes it (agentcore.search_attributes).
+_MODEL_SEARCH_ATTRIBUTE = SearchAttributeKey.for_keyword("AgentModel")
+# GenAI finish reasons for the spec's stop reasons.
+_FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_calls", "error": "error"}
+
+
+def model_label(provider: str, model_id: str) -> str:
+    return f"{provider}/{model_id}"
+
+
+class AgentObserver(Interceptor):
+    """Spans (when ``tracer`` is given) and metrics (when ``metrics`` is) for model and tool calls."""
+
+    def __init__(
+        self,
+        *,
+        metrics: AgentMetrics | None = None,
+        tracer: Tracer | None = None,
+        capture_content: bool = False,
+    ) -> None:
+        self.metrics = metrics
+        self.tracer = tracer
+        self.capture_content = capture_content
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _ObservedActivity(next, self)
+
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        if self.metrics is None:
+            return None
+        input.unsafe_extern_functions[_RUN_STARTED_EXTERN] = self._run_started
+        return _RunCounter
+
+    def _run_started(self, model: str) -> None:
+        if self.metrics is not None:
+            self.metrics.runs.labels(model).inc()
+
+    @contextlib.contextmanager
+    def span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span | None]:
+        if self.tracer is None:
+            yield None
+            return
+        from opentelemetry.trace import SpanKind
+
+        kind = SpanKind.CLIENT if name.startswith("chat ") else SpanKind.INTERNAL
+        # Status is set below from the call's outcome: an expected failure (a retried provider
+        # error, a cancelled attempt) is not recorded as an exception with its traceback.
+        with self.tracer.start_as_current_span(
+            name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+        ) as span:
+            yield span
+
+
+class _RunCounter(WorkflowInboundInterceptor):
+    async def handle_update_handler(self, input: HandleUpdateInput) -> Any:
+        result = await super().handle_update_handler(input)
+        if (
+            input.update in RUN_UPDATES
+            and getattr(result, "status", None) == "accepted"
+            and not temporalio.workflow.unsafe.is_replaying()
+        ):
+            model = temporalio.workflow.info().typed_search_attributes.get(_MODEL_SEARCH_ATTRIBUTE)
+            temporalio.workflow.extern_functions()[_RUN_STARTED_EXTERN](model or "unknown")
+        return result
+
+
+class _ObservedActivity(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, observer: AgentObserver) -> None:
+        super().__init__(next)
+        self.observer = observer
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        kind = activity.info().activity_type
+        if kind == MODEL_CALL_ACTIVITY and input.args and isinstance(input.args[0], StreamInput):
+            return await self._model_call(input, input.args[0])
+        if kind in TOOL_CALL_ACTIVITIES and input.args and isinstance(input.args[0], ToolCallInput):
+            return await self._tool_call(input, input.args[0])
+        return await super().execute_activity(input)
+
+    async def _model_call(self, input: ExecuteActivityInput, inp: StreamInput) -> Any:
+        observer, metrics = self.observer, self.observer.metrics
+        model = model_label(inp.model.provider, inp.model.id)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": inp.model.provider,
+            "gen_ai.request.model": inp.model.id,
+            "gen_ai.conversation.id": inp.session_id,
+            SESSION_ID_ATTRIBUTE: inp.session_id,
+            "agentcore.attempt": activity.info().attempt + inp.prior_attempts,
+        }
+        if inp.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = inp.max_tokens
+        if inp.temperature is not None:
+            attributes["gen_ai.request.temperature"] = inp.temperature
+        if observer.capture_content:
+            if inp.system_prompt:
+                attributes["gen_ai.system_instructions"] = inp.system_prompt
+            new_messages = [
+                entry.message.model_dump(mode="json") for entry in inp.entries if hasattr(entry, "message")
+            ]
+            if new_messages:
+                attributes["gen_ai.input.messages"] = orjson.dumps(new_messages).decode()
+        started = time.perf_counter()
+        with observer.span(f"chat {inp.model.id}", attributes) as span:
+            try:
+                result = await super().execute_activity(input)
+            except BaseException as err:
+                outcome, code = _failure(err, retry_outcome="retry")
+                _set_error(span, code)
+                if metrics is not None:
+                    metrics.model_calls.labels(model, outcome).inc()
+                    if code is not None:
+                        metrics.errors.labels(code).inc()
+                raise
+            if not isinstance(result, StreamResult):
+                return result
+            message = result.message
+            if result.handoff:
+                # The call goes on under the remote llm.stream that adopts it: that one is counted.
+                if span is not None:
+                    span.set_attribute("agentcore.handoff", True)
+                return result
+            self._record_model_result(span, metrics, model, message, time.perf_counter() - started, result)
+            return result
+
+    def _record_model_result(
+        self,
+        span: Span | None,
+        metrics: AgentMetrics | None,
+        model: str,
+        message: AssistantMessage,
+        seconds: float,
+        result: StreamResult,
+    ) -> None:
+        usage = message.usage
+        if span is not None:
+            span.set_attribute("gen_ai.response.model", message.model)
+            span.set_attribute("gen_ai.response.finish_reasons", [_finish_reason(message)])
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output)
+            span.set_attribute("agentcore.cost.usd", usage.cost.total)
+            if self.observer.capture_content:
+                span.set_attribute(
+                    "gen_ai.output.messages", orjson.dumps([message.model_dump(mode="json")]).decode()
+                )
+            if message.stop_reason == "error":
+                _set_error(span, "PROVIDER_ERROR", message.error_message)
+        if metrics is None:
+            return
+        metrics.model_calls.labels(model, message.stop_reason).inc()
+        metrics.model_call_seconds.labels(model).observe(seconds)
+        metrics.tokens.labels(model, "input").inc(usage.input)
+        metrics.tokens.labels(model, "output").inc(usage.output)
+        metrics.cost.labels(model).inc(usage.cost.total)
+        if message.stop_reason == "error":
+            metrics.errors.labels("PROVIDER_ERROR").inc()
+        elif message.stop_reason == "aborted":
+            metrics.aborts.labels("model").inc()
+        if not result.overflow:  # an overflow is compacted and called again, not a turn
+            metrics.turns.labels(model).inc()
+
+    async def _tool_call(self, input: ExecuteActivityInput, inp: ToolCallInput) -> Any:
+        observer, metrics = self.observer, self.observer.metrics
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": inp.tool_name,
+            "gen_ai.tool.call.id": inp.tool_call_id,
+            "gen_ai.tool.type": "function",
+            "gen_ai.conversation.id": inp.session_id,
+            SESSION_ID_ATTRIBUTE: inp.session_id,
+            "agentcore.attempt": activity.info().attempt,
+        }
+        if observer.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = orjson.dumps(inp.arguments).decode()
+        started = time.perf_counter()
+        with observer.span(f"execute_tool {inp.tool_name}", attributes) as span:
+            try:
+                result = await super().execute_activity(input)
+            except BaseException as err:
+                outcome, code = _failure(err, retry_outcome="error")
+                _set_error(span, code)
+                if metrics is not None:
+                    metrics.tool_calls.labels(inp.tool_name, outcome).inc()
+                    if code is not None:
+                        metrics.errors.labels(code).inc()
+                raise
+            tool_result = result.result if isinstance(result, LocalToolResult) else result
+            if not isinstance(tool_result, AgentToolResult):
+                return result
+            code = _error_code(tool_result)
+            outcome = "ok" if code is None else "aborted" if code == EXECUTION_ABORTED else "error"
+            if span is not None:
+                if code is not None:
+                    _set_error(span, code, _text(tool_result))
+                if observer.capture_content:
+                    span.set_attribute("gen_ai.tool.call.result", _text(tool_result))
+            if metrics is not None:
+                metrics.tool_calls.labels(inp.tool_name, outcome).inc()
+                metrics.tool_call_seconds.labels(inp.tool_name).observe(time.perf_counter() - started)
+                if outcome == "aborted":
+                    metrics.aborts.labels("tool").inc()
+                elif code is not None:
+                    metrics.errors.labels(code).inc()
+            return result
+
+
+def _failure(err: BaseException, *, retry_outcome: str) -> tuple[str, str | None]:
+    """(outcome, error code) of an attempt that raised. A cancelled attempt (abort of a remote
+    call that raised, worker shutdown, timeout) is no error of the agent's."""
+    if isinstance(err, asyncio.CancelledError):
+        return "cancelled", None
+    if isinstance(err, ApplicationError):
+        return retry_outcome, err.type or "APPLICATION_ERROR"
+    return retry_outcome, type(err).__name__
+
+
+def _error_code(result: AgentToolResult) -> str | None:
+    if not result.is_error:
+        return None
+    details = result.details
+    code = details.get("error_code") if isinstance(details, dict) else None
+    return code if isinstance(code, str) else "TOOL_ERROR"
+
+
+def _finish_reason(message: AssistantMessage) -> str:
+    return _FINISH_REASONS.get(message.stop_reason, message.stop_reason)
+
+
+def _text(result: AgentToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def _set_error(span: Span | None, code: str | None, description: str | None = None) -> None:
+    if span is None or code is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", code)
+    span.set_status(Status(StatusCode.ERROR, f"{code}: {description}" if description else code))
+
+
+__all__ = ["AgentObserver", "model_label"]

@@ -1,0 +1,170 @@
+"""Traces of a real durable turn with a tool, exported over OTLP/HTTP by a traced client (``agentcore
+chat``) and a traced worker (``agentcore worker``), received and decoded by a real receiver here."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.testing import WorkflowEnvironment
+
+from agentcore.messages import ToolResultMessage
+from agentcore.session import JsonlSessionStorage
+from agentcore.state import AgentOptions
+from agentcore.temporal.observe import AgentObserver
+from agentcore.testing.loopback import LoopbackServer, Protocol, Script, ScriptToolCall, last_turn
+from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
+from tests.durable_support import add_tool, collect_run, running_worker
+from tests.otlp_support import OtlpReceiver, ReceivedSpan
+from tests.process_support import AgentcoreProcess, wait_until
+
+API_KEY = "sk-trace-secret-4242"
+PROMPT = "What is six times seven? Please calculate."
+ANSWER_PREFIX = "The calculator says"
+
+
+def calculating_responder(request: Any, protocol: Protocol) -> Script:
+    kind, text = last_turn(request, protocol)
+    if kind == "tool":
+        return Script(text=f"{ANSWER_PREFIX} {text}.")
+    return Script(text="Let me compute.", tool_calls=[ScriptToolCall("calculator", {"expression": "6*7"})])
+
+
+def ancestors(span: ReceivedSpan, by_id: dict[str, ReceivedSpan]) -> list[str]:
+    names = []
+    while span.parent_span_id and span.parent_span_id in by_id:
+        span = by_id[span.parent_span_id]
+        names.append(span.name)
+    return names
+
+
+async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
+    temporal_env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    address = temporal_env.client.service_client.config.target_host
+    session_id = f"traced-{uuid.uuid4().hex[:8]}"
+    sessions_dir = tmp_path / "data" / "sessions"
+    common = [
+        "--address", address, "--task-queue", f"trace-{uuid.uuid4().hex[:10]}",
+        "--data-dir", str(tmp_path / "data"), "--sessions-dir", str(sessions_dir),
+    ]  # fmt: skip
+    with OtlpReceiver() as receiver:
+        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
+        async with LoopbackServer(calculating_responder) as model_server:
+            worker = await AgentcoreProcess(
+                [*common, "worker"],
+                env={**otel, "OTEL_SERVICE_NAME": "test-worker", "OPENAI_API_KEY": API_KEY},
+            ).start()
+            try:
+                await worker.wait_for_line(lambda line: "worker on" in line)
+                chat = await AgentcoreProcess(
+                    [
+                        *common,
+                        "chat",
+                        session_id,
+                        "--once",
+                        PROMPT,
+                        "--model",
+                        "openai/gpt-trace",
+                        "--base-url",
+                        model_server.openai_base_url,
+                    ],  # fmt: skip
+                    env={**otel, "OTEL_SERVICE_NAME": "test-chat"},
+                ).start()
+                assert await chat.wait(90) == 0, chat.lines
+                worker.signal()
+                assert await worker.wait(60) == 0, worker.lines
+            finally:
+                await worker.stop()
+        await wait_until(
+            lambda: (
+                len(receiver.named("chat ")) >= 2
+                and receiver.named("execute_tool ")
+                and receiver.named("StartWorkflow:")
+            ),
+            timeout=30,
+            what="the spans of both processes",
+        )
+        spans = list(receiver.spans)
+
+    by_id = {span.span_id: span for span in spans}
+    [start] = [span for span in spans if span.name.startswith("StartWorkflow:")]
+    assert start.service_name == "test-chat"
+    chats = [span for span in spans if span.name == "chat gpt-trace"]
+    [tool] = [span for span in spans if span.name == "execute_tool calculator"]
+
+    # One trace: the client's StartWorkflow down to every model and tool call, across two processes.
+    assert {span.trace_id for span in [*chats, tool]} == {start.trace_id}
+    for span in [*chats, tool]:
+        assert span.service_name == "test-worker"
+        chain = ancestors(span, by_id)
+        assert chain[0].startswith("RunActivity:"), chain
+        assert chain[1].startswith("StartActivity:"), chain
+        assert chain[-1] == start.name, chain
+    assert ancestors(chats[0], by_id)[0] == "RunActivity:llm.stream"
+    # The workflow's own spans (Temporal's interceptor makes them when not replaying) are in it too.
+    workflow_spans = [span for span in spans if span.name.startswith(("RunWorkflow:", "HandleUpdate:"))]
+    assert {span.trace_id for span in workflow_spans if span.name.startswith("RunWorkflow:")} == {
+        start.trace_id
+    }
+
+    # GenAI semantic conventions, and the session on every span.
+    assert sorted(tuple(span.attributes["gen_ai.response.finish_reasons"]) for span in chats) == [
+        ("stop",),
+        ("tool_calls",),
+    ]
+    for span in chats:
+        attributes = span.attributes
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert attributes["gen_ai.request.model"] == "gpt-trace"
+        assert attributes["gen_ai.usage.input_tokens"] == 100
+        assert attributes["gen_ai.usage.output_tokens"] == 20
+        assert attributes["agentcore.session.id"] == session_id
+        assert attributes["gen_ai.conversation.id"] == session_id
+    with JsonlSessionStorage.open(sessions_dir / f"{session_id}.jsonl") as storage:
+        [result] = [m for m in storage.build_context().messages if isinstance(m, ToolResultMessage)]
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "calculator"
+    assert tool.attributes["gen_ai.tool.call.id"] == result.tool_call_id
+    assert tool.attributes["agentcore.session.id"] == session_id
+    assert tool.status_code != 2  # not ERROR
+
+    # The event stream's polls are Temporal's plumbing, not the conversation's: not traced.
+    assert not [span.name for span in spans if "__temporal_" in span.name]
+    assert [span.name for span in spans if span.name.startswith("HandleUpdate:prompt")]
+
+    # No prompt, answer or tool text without AGENTCORE_OTEL_CAPTURE_CONTENT; never the API key.
+    everything = repr([(span.name, span.attributes) for span in spans])
+    for secret in (API_KEY, PROMPT, ANSWER_PREFIX, "6*7"):
+        assert secret not in everything, secret
+
+
+async def test_content_is_captured_only_when_switched_on(temporal_client: Client, tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    # A provider of the test's own (the process-wide one is left alone): what the observer records.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    observer = AgentObserver(tracer=provider.get_tracer("test"), capture_content=True)
+    model = ScriptedModel([tool_calls([("add", {"a": 20, "b": 22})]), text("It is 42.")])
+    async with running_worker(
+        temporal_client, tmp_path, model, tools=[add_tool()], interceptors=[observer]
+    ) as harness:
+        agent = await harness.agents.start("captured", AgentOptions(model=scripted_model(), tools=["add"]))
+        await agent.prompt("add twenty and twenty-two")
+        await collect_run(agent)
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    answers = [
+        span.attributes or {} for span in exporter.get_finished_spans() if span.name == "chat scripted"
+    ]
+    assert any("It is 42." in str(attributes.get("gen_ai.output.messages")) for attributes in answers)
+    assert any("add twenty" in str(attributes.get("gen_ai.input.messages")) for attributes in answers)
+    tool = spans["execute_tool add"].attributes or {}
+    assert tool["gen_ai.tool.call.arguments"] == '{"a":20,"b":22}'
+    assert tool["gen_ai.tool.call.result"] == "42.0"
