@@ -2,8 +2,8 @@
 
 ``AgentObserver`` is a Temporal worker interceptor (``create_worker`` installs it when tracing or
 metrics are on). Around each ``llm.stream`` activity it makes a ``chat {model}`` span and counts the
-call, its tokens and cost; around each ``tools.execute`` / ``tools.execute_local`` an
-``execute_tool {name}`` span and the call's outcome. The spans follow the OpenTelemetry GenAI
+call, its tokens and cost; around each ``tools.execute`` an ``execute_tool {name}`` span and the
+call's outcome. The spans follow the OpenTelemetry GenAI
 semantic conventions and are children of Temporal's ``RunActivity`` span when Temporal's tracing
 interceptor runs first (it does: the client's interceptors come before the worker's).
 
@@ -37,7 +37,7 @@ from temporalio.worker import (
 
 from ..errors import EXECUTION_ABORTED
 from ..messages import AssistantMessage, TextContent
-from ..protocol import LocalToolResult, StreamInput, StreamResult, ToolCallInput
+from ..protocol import StreamInput, StreamResult, ToolCallInput
 from ..tools import AgentToolResult
 from .metrics import AgentMetrics
 
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
 MODEL_CALL_ACTIVITY = "llm.stream"
-TOOL_CALL_ACTIVITIES = frozenset({"tools.execute", "tools.execute_local"})
+TOOL_CALL_ACTIVITY = "tools.execute"
 RUN_UPDATES = frozenset({"prompt", "continue"})
 SESSION_ID_ATTRIBUTE = "agentcore.session.id"
 _RUN_STARTED_EXTERN = "agentcore_run_started"
@@ -126,7 +126,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
         kind = activity.info().activity_type
         if kind == MODEL_CALL_ACTIVITY and input.args and isinstance(input.args[0], StreamInput):
             return await self._model_call(input, input.args[0])
-        if kind in TOOL_CALL_ACTIVITIES and input.args and isinstance(input.args[0], ToolCallInput):
+        if kind == TOOL_CALL_ACTIVITY and input.args and isinstance(input.args[0], ToolCallInput):
             return await self._tool_call(input, input.args[0])
         return await super().execute_activity(input)
 
@@ -237,9 +237,9 @@ class _ObservedActivity(ActivityInboundInterceptor):
                     if code is not None:
                         metrics.errors.labels(code).inc()
                 raise
-            tool_result = result.result if isinstance(result, LocalToolResult) else result
-            if not isinstance(tool_result, AgentToolResult):
+            if not isinstance(result, AgentToolResult):
                 return result
+            tool_result = result
             code = _error_code(tool_result)
             outcome = "ok" if code is None else "aborted" if code == EXECUTION_ABORTED else "error"
             if span is not None:
