@@ -17,7 +17,7 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter
@@ -34,6 +34,9 @@ from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_fre
 from agentcore.tools import AgentTool, ToolRegistry
 from agentcore.workflows import ConversationWorkflow
 from agentcore.workflows.policies import HEARTBEAT_THROTTLE
+
+if TYPE_CHECKING:
+    from agentcore.mcp import MCPServerSpec, MCPToolset
 
 DEFAULT_TASK_QUEUE = "agentcore"
 # ``gc.set_threshold`` for a worker process (``tune_gc_for_worker``); Python's default is (700, 10, 10).
@@ -61,6 +64,7 @@ def create_worker(
     stream_fn: StreamFn | None = None,
     get_api_key: GetApiKey | None = None,
     payloads_dir: str | Path | None = None,
+    mcp_servers: Sequence[MCPServerSpec] = (),
     **worker_options: Any,
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
@@ -69,13 +73,20 @@ def create_worker(
     the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
     Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
     ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
-    see ``agentcore.temporal.payloads``.
+    see ``agentcore.temporal.payloads``. ``mcp_servers`` (``agentcore.mcp``) add their tools, named
+    ``mcp:SERVER`` or ``mcp:SERVER/TOOL``; the worker connects to them when it starts and lets them go
+    when it stops.
     """
     if payloads_dir is None:
         payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
     client = ensure_data_converter(client, payloads_dir)
     skip_no_op_payload_visits()
     registry = ToolRegistry(list(tools))
+    mcp_toolset = None
+    if mcp_servers:
+        from agentcore.mcp import MCPToolset  # the optional extra: agentcore[mcp]
+
+        mcp_toolset = MCPToolset(mcp_servers, registry)
     store = SessionStore(sessions_dir)
     llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
     tool_activities = ToolActivities(registry)
@@ -95,7 +106,7 @@ def create_worker(
     worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
     worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
-    return AgentWorker(
+    worker = AgentWorker(
         client,
         task_queue=task_queue,
         workflows=[ConversationWorkflow],
@@ -111,6 +122,8 @@ def create_worker(
         ],
         **worker_options,
     )
+    worker.mcp = mcp_toolset
+    return worker
 
 
 # ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
@@ -159,6 +172,7 @@ class AgentWorker(Worker):
 
     def __init__(self, client: Client, *, task_queue: str, **options: Any) -> None:
         remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
+        self.mcp: MCPToolset | None = None
         self._remote: Worker | None = None
         if options.get("activities") and not options.get("no_remote_activities"):
             options["no_remote_activities"] = True
@@ -171,6 +185,17 @@ class AgentWorker(Worker):
         return self._remote
 
     async def run(self) -> None:
+        # MCP servers live as long as the worker: connected (stdio ones started) before it polls, so
+        # its first tool calls find their tools, and let go (processes stopped) when it stops.
+        if self.mcp is not None:
+            await self.mcp.start()
+        try:
+            await self._run_workers()
+        finally:
+            if self.mcp is not None:
+                await self.mcp.stop()
+
+    async def _run_workers(self) -> None:
         if self._remote is None:
             await super().run()
             return
