@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -91,8 +92,12 @@ class MCPConnection:
         ``ToolUnavailableError``; the server's own refusals (``MCPError``) pass through."""
         client = await self._connected()
 
+        # Progress arrives on the connection's own task; the caller's context (an activity's, which
+        # its event publisher needs) is carried over so ``on_progress`` runs as if the caller ran it.
+        caller_context = contextvars.copy_context()
+
         async def report(progress: float, total: float | None, message: str | None) -> None:
-            on_progress(progress, total, message)
+            caller_context.run(on_progress, progress, total, message)
 
         try:
             return await client.call_tool(name, arguments, progress_callback=report)
