@@ -56,6 +56,7 @@ class MCPConnection:
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._ready = asyncio.Event()  # connected and listed
+        self._attempt_failed = asyncio.Event()  # set (and replaced) when an attempt to connect fails
         self._tried = asyncio.Event()  # the first connection attempt is over, whatever its outcome
         self._lost = asyncio.Event()  # the current connection is gone: reconnect
         self._changed = asyncio.Event()  # the server's tool list changed: list again
@@ -116,10 +117,14 @@ class MCPConnection:
 
     async def _connected(self) -> Client:
         self.start()
-        try:
-            await asyncio.wait_for(self._ready.wait(), CONNECT_WAIT_SECONDS)
-        except TimeoutError:
-            pass
+        if not self._ready.is_set():
+            # Wait for the (re)start under way, but not past an attempt that failed: the server is down.
+            waits = [asyncio.ensure_future(event.wait()) for event in (self._ready, self._attempt_failed)]
+            try:
+                await asyncio.wait(waits, timeout=CONNECT_WAIT_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for wait in waits:
+                    wait.cancel()
         if self._client is None:
             why = f": {self.last_error}" if self.last_error else ""
             raise ToolUnavailableError(
@@ -130,6 +135,9 @@ class MCPConnection:
     def _lose(self, why: str) -> None:
         if not self._stopping and not self._lost.is_set():
             log.warning("MCP server %r: %s; reconnecting", self.name, why)
+        # From now on calls wait for the next connection instead of writing to a dead one.
+        self._ready.clear()
+        self._client = None
         self._lost.set()
 
     async def _supervise(self) -> None:
@@ -153,6 +161,8 @@ class MCPConnection:
                 self.last_error = _describe(exc)
                 if not self._stopping:
                     log.warning("MCP server %r (%s): %s", self.name, self.server.where(), self.last_error)
+                self._attempt_failed.set()
+                self._attempt_failed = asyncio.Event()
             finally:
                 self._ready.clear()
                 self._client = None
