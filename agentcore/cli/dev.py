@@ -14,8 +14,9 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..client import AgentClient, DurableAgent
 from ..demo import DEMO_SYSTEM_PROMPT, demo_tools
@@ -27,6 +28,9 @@ from ..providers.catalog import UnknownModelError
 from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
 from .commands import CliError
+
+if TYPE_CHECKING:
+    from ..mcp import MCPServerSpec
 
 DEMO_MODEL_ID = "cellar-demo"
 DEFAULT_DEMO_PORT = 8765
@@ -42,6 +46,27 @@ def demo_model(port: int) -> Model:
         api="openai-completions",
         base_url=f"http://127.0.0.1:{port}/v1",
     )
+
+
+def mcp_servers(args: argparse.Namespace) -> list[MCPServerSpec]:
+    """The servers ``--mcp`` and ``--mcp-config`` name (a bad one is a usage error, exit 2)."""
+    if not args.mcp and not args.mcp_config:
+        return []
+    try:
+        from ..mcp import MCPConfigError, load_mcp_config, names_given_twice, parse_mcp_option
+    except ImportError:
+        raise CliError("--mcp needs the MCP SDK: pip install 'agentcore[mcp]'", exit_code=2) from None
+    try:
+        servers = [server for path in args.mcp_config for server in load_mcp_config(path)]
+        servers += [parse_mcp_option(value) for value in args.mcp]
+    except MCPConfigError as err:
+        raise CliError(str(err), exit_code=2) from None
+    twice = names_given_twice(servers)
+    if twice:
+        raise CliError(f"MCP server name(s) given twice: {', '.join(twice)}", exit_code=2)
+    for server in servers:
+        _progress(f"MCP server {server.name!r}: {server.where()} (tools: mcp:{server.name})")
+    return servers
 
 
 def demo_port() -> int:
@@ -124,6 +149,7 @@ async def run_dev(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
     model = choose_model(args.model, args.base_url, args.demo_port)
+    servers = mcp_servers(args)
     with _codec_server(args.codec_port) as codec_url:
         started = time.monotonic()
         _progress(f"starting the Temporal dev server (SQLite in {data_dir / 'temporal.db'}) ...")
@@ -163,6 +189,7 @@ async def run_dev(args: argparse.Namespace) -> int:
                     task_queue=args.task_queue,
                     tools=demo_tools(data_dir / "cellar.sqlite"),
                     sessions_dir=sessions_dir,
+                    mcp_servers=servers,
                 )
                 await stack.enter_async_context(worker)
                 _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
@@ -172,7 +199,8 @@ async def run_dev(args: argparse.Namespace) -> int:
                     return 0
                 agents = AgentClient(server.client, task_queue=args.task_queue, sessions_dir=sessions_dir)
                 session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
-                agent = await attach_or_start(agents, session_id, model)
+                extra_tools = [f"mcp:{server.name}" for server in servers]
+                agent = await attach_or_start(agents, session_id, model, extra_tools)
                 ui_link = (
                     ""
                     if args.no_ui
@@ -192,15 +220,19 @@ async def run_dev(args: argparse.Namespace) -> int:
     return 0
 
 
-async def attach_or_start(agents: AgentClient, session_id: str, model: Model) -> DurableAgent:
-    """The running conversation ``session_id``, or a new demo conversation under that id."""
+async def attach_or_start(
+    agents: AgentClient, session_id: str, model: Model, extra_tools: Sequence[str] = ()
+) -> DurableAgent:
+    """The running conversation ``session_id``, or a new demo conversation under that id (with the
+    demo tools and ``extra_tools``, the MCP servers' groups ``dev --mcp`` named)."""
     try:
         agent = await agents.attach(session_id)
         _progress(f"attached to the running conversation {session_id}")
         return agent
     except AgentNotFoundError:
         pass
-    options = AgentOptions(model=model, tools=list(DEMO_TOOL_NAMES), system_prompt=DEMO_SYSTEM_PROMPT)
+    tools: list[str] = [*DEMO_TOOL_NAMES, *extra_tools]
+    options = AgentOptions(model=model, tools=list(tools), system_prompt=DEMO_SYSTEM_PROMPT)
     return await agents.start(session_id, options)
 
 
@@ -209,6 +241,7 @@ async def run_worker(args: argparse.Namespace) -> int:
 
     from . import connect_or_fail
 
+    servers = mcp_servers(args)  # a bad --mcp fails before anything connects
     client = await connect_or_fail(args)
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
@@ -217,6 +250,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         task_queue=args.task_queue,
         tools=demo_tools(os.environ.get("AGENTCORE_DEMO_DB", str(data_dir / "cellar.sqlite"))),
         sessions_dir=sessions_dir,
+        mcp_servers=servers,
     )
     tune_gc_for_worker()
     async with contextlib.AsyncExitStack() as stack:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ._config import MCPConfigError, load_mcp_config, parse_mcp_option
 from ._servers import MCPServerHTTP, MCPServerSpec, MCPServerSSE, MCPServerStdio
-from ._toolset import MCP_PREFIX, MCPToolset, is_retry_safe
+from ._toolset import MCP_PREFIX, MCPToolset, is_retry_safe, names_given_twice
 
 __all__ = [
     "MCP_PREFIX",
@@ -29,5 +29,6 @@ __all__ = [
     "MCPToolset",
     "is_retry_safe",
     "load_mcp_config",
+    "names_given_twice",
     "parse_mcp_option",
 ]

@@ -31,7 +31,7 @@ from ._connection import MCPConnection
 from ._results import to_agent_tool_result
 from ._servers import MCPServerSpec
 
-__all__ = ["MCP_PREFIX", "MCPToolset"]
+__all__ = ["MCP_PREFIX", "MCPToolset", "is_retry_safe", "names_given_twice"]
 
 log = logging.getLogger("agentcore.mcp")
 
@@ -46,8 +46,7 @@ class MCPToolset:
     """The ``ToolSource`` for a worker's MCP servers (``create_worker(mcp_servers=...)`` makes one)."""
 
     def __init__(self, servers: Sequence[MCPServerSpec], registry: ToolRegistry) -> None:
-        names = Counter(server.name for server in servers)
-        twice = sorted(name for name, count in names.items() if count > 1)
+        twice = names_given_twice(servers)
         if twice:
             raise ValueError(f"MCP server name(s) given twice: {', '.join(twice)}")
         self.registry = registry
@@ -102,6 +101,11 @@ class MCPToolset:
         replacing = self._registered
         self._registered = [tool for key, tools in groups.items() if "/" not in key for tool in tools]
         self.registry.set_groups(groups, replacing=replacing)
+
+
+def names_given_twice(servers: Sequence[MCPServerSpec]) -> list[str]:
+    names = Counter(server.name for server in servers)
+    return sorted(name for name, count in names.items() if count > 1)
 
 
 def _as_tool_name(name: str) -> str:
