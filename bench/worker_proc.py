@@ -10,7 +10,9 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``"sdk_payload_passes": true`` to measure the payload passes ``create_worker`` skips,
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5: a local activity; 120: a remote one),
-``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called).
+``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called),
+``"mcp_noop": true`` to serve the no-op tool from an MCP server over stdio (``bench.mcp_noop_server``,
+same timeout) instead of an ``AgentTool``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import argparse
 import asyncio
 import os
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -108,10 +112,22 @@ async def main(args: argparse.Namespace) -> None:
     sdk_payload_passes = options.pop("sdk_payload_passes", False)
     gc_default = options.pop("gc_default", False)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
+    if options.pop("mcp_noop", False):
+        from agentcore.mcp import MCPServerStdio
+
+        root = str(Path(__file__).resolve().parent.parent)
+        noop_server = MCPServerStdio(
+            "bench",
+            sys.executable,
+            ["-m", "bench.mcp_noop_server"],
+            cwd=root,
+            timeout_seconds=tool.timeout_seconds,
+        )
+        options["mcp_servers"] = [noop_server]
     worker = create_worker(
         client,
         task_queue=args.task_queue,
-        tools=[tool],
+        tools=[] if "mcp_servers" in options else [tool],
         sessions_dir=args.sessions_dir,
         stream_fn=stream_fn,
         **options,

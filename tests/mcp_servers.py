@@ -2,6 +2,7 @@
 
     python -m tests.mcp_servers stdio --name alpha --log FILE
     python -m tests.mcp_servers http --name beta --log FILE     # prints "PORT <n>" once it listens
+    python -m tests.mcp_servers sse --name gamma --log FILE     # the older HTTP+SSE transport (/sse)
 
 Every call a tool sees is appended to ``--log`` as ``<event> <tag> <pid>`` (one small O_APPEND
 write a line), so a test can see what the server saw (a call started, a cancellation arrived)
@@ -119,10 +120,11 @@ def build(name: str, log: Path) -> MCPServer:
     return server
 
 
-async def serve_http(server: MCPServer) -> None:
+async def serve_http(server: MCPServer, transport: str) -> None:
     import uvicorn
 
-    config = uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=0, log_level="error")
+    app = server.sse_app() if transport == "sse" else server.streamable_http_app()
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error")
     web = uvicorn.Server(config)
     task = asyncio.create_task(web.serve())
     while not web.started:
@@ -134,7 +136,7 @@ async def serve_http(server: MCPServer) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("transport", choices=["stdio", "http"])
+    parser.add_argument("transport", choices=["stdio", "http", "sse"])
     parser.add_argument("--name", required=True)
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
@@ -142,7 +144,7 @@ def main() -> None:
     if args.transport == "stdio":
         server.run()
     else:
-        asyncio.run(serve_http(server))
+        asyncio.run(serve_http(server, args.transport))
 
 
 if __name__ == "__main__":

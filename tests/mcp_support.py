@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agentcore.mcp import MCPServerHTTP, MCPServerStdio
+from agentcore.mcp import MCPServerHTTP, MCPServerSSE, MCPServerStdio
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,15 +30,27 @@ def stdio_server(name: str, log: Path, **fields: object) -> MCPServerStdio:
 
 @asynccontextmanager
 async def http_server(name: str, log: Path) -> AsyncIterator[MCPServerHTTP]:
-    argv = [sys.executable, "-m", "tests.mcp_servers", "http", "--name", name, "--log", str(log)]
+    async with _web_server("http", name, log) as port:
+        yield MCPServerHTTP(name, f"http://127.0.0.1:{port}/mcp")
+
+
+@asynccontextmanager
+async def sse_server(name: str, log: Path) -> AsyncIterator[MCPServerSSE]:
+    async with _web_server("sse", name, log) as port:
+        yield MCPServerSSE(name, f"http://127.0.0.1:{port}/sse")
+
+
+@asynccontextmanager
+async def _web_server(transport: str, name: str, log: Path) -> AsyncIterator[int]:
+    argv = [sys.executable, "-m", "tests.mcp_servers", transport, "--name", name, "--log", str(log)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, env=env)
     try:
         assert process.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), 30)
         if not line.startswith(b"PORT "):
-            raise RuntimeError(f"the HTTP MCP server did not start: {line!r}")
-        yield MCPServerHTTP(name, f"http://127.0.0.1:{int(line.split()[1])}/mcp")
+            raise RuntimeError(f"the {transport} MCP server did not start: {line!r}")
+        yield int(line.split()[1])
     finally:
         process.terminate()
         try:

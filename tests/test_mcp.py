@@ -30,7 +30,7 @@ from agentcore.messages import ImageContent, TextContent, ToolCall
 from agentcore.runtime import AbortSignal
 from agentcore.tool_exec import execute_tool_with_timeout
 from agentcore.tools import AgentTool, AgentToolResult, ToolRegistry
-from tests.mcp_support import log_lines, stdio_server, wait_until
+from tests.mcp_support import log_lines, sse_server, stdio_server, wait_until
 
 
 @pytest.fixture
@@ -99,6 +99,16 @@ async def test_a_server_killed_mid_call_fails_it_as_unavailable_and_is_restarted
     assert int(log_lines(log, "echo")[0][2]) != first_pid
 
 
+async def test_a_server_that_only_speaks_sse(tmp_path: Path) -> None:
+    async with sse_server("gamma", tmp_path / "mcp.log") as gamma:
+        toolset = MCPToolset([gamma], ToolRegistry())
+        await toolset.start()
+        try:
+            assert (await call(toolset, "echo", text="old")).content == [TextContent(text="gamma: old")]
+        finally:
+            await toolset.stop()
+
+
 async def test_stopping_the_toolset_stops_the_server_process(tmp_path: Path) -> None:
     log = tmp_path / "mcp.log"
     toolset = MCPToolset([stdio_server("alpha", log)], ToolRegistry())
@@ -119,7 +129,8 @@ async def test_a_server_that_cannot_start_leaves_its_names_unknown_and_calls_una
         assert toolset.registry.describe(["mcp:gone"]) == ([], ["mcp:gone"])
         with pytest.raises(ToolUnavailableError) as raised:
             await toolset.connections["gone"].call_tool("x", {}, lambda *_: None)
-        assert '"gone" (/nonexistent/mcp-server --flag) is not running' in raised.value.message
+        assert '"gone" (/nonexistent/mcp-server ...) is not running' in raised.value.message
+        assert "No such file" in raised.value.message
     finally:
         await toolset.stop()
 
@@ -238,6 +249,10 @@ def test_a_claude_desktop_config_file_in_json_and_toml(tmp_path: Path) -> None:
         MCPServerSSE("old", "https://example.com/sse"),
     ]
     assert "secret" not in repr(servers) and "Bearer" not in repr(servers)  # tokens stay out of logs
+    assert (
+        MCPServerHTTP("h", "https://user:pw@example.com:8443/mcp?key=k").where()
+        == "https://example.com:8443/mcp"
+    )
     toml = tmp_path / "mcp.toml"
     toml.write_text(
         '[mcpServers.files]\ncommand = "npx"\nargs = ["-y", "server"]\nenv = { TOKEN = "secret" }\n'

@@ -2,7 +2,8 @@
 
 These are plain settings; the connection that a worker keeps to each server lives in
 ``agentcore.mcp._connection``. ``env`` and ``headers`` often hold tokens: they are left out of
-``repr`` and never reach a workflow (only the tools' specs do).
+``repr`` and never reach a workflow (only the tools' specs do). ``where()`` names a server in logs
+and errors without what may be secret: a command without its arguments, a URL without its query.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 from mcp import StdioServerParameters, stdio_client
@@ -58,7 +60,7 @@ class MCPServerStdio:
         return stdio_client(params)
 
     def where(self) -> str:
-        return " ".join([self.command, *self.args])
+        return f"{self.command} ..." if self.args else self.command
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ class MCPServerHTTP:
         return streamable_http_client(self.url, http_client=client)
 
     def where(self) -> str:
-        return self.url
+        return _without_secrets(self.url)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,14 @@ class MCPServerSSE:
         return sse_client(self.url, headers=dict(self.headers or {}))
 
     def where(self) -> str:
-        return self.url
+        return _without_secrets(self.url)
+
+
+def _without_secrets(url: str) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 MCPServerSpec = MCPServerStdio | MCPServerHTTP | MCPServerSSE

@@ -72,12 +72,10 @@ class MCPToolset:
                 wanted.add(name[len(MCP_PREFIX) :].split("/", 1)[0])
             elif self.registry.get(name) is None:
                 wanted.update(self.connections)
-        waits = [
-            self.connections[n].wait_tried(STARTUP_WAIT_SECONDS) for n in wanted if n in self.connections
-        ]
-        for connection in (self.connections[n] for n in wanted if n in self.connections):
+        connections = [self.connections[name] for name in wanted if name in self.connections]
+        for connection in connections:
             connection.start()
-        await asyncio.gather(*waits)
+        await asyncio.gather(*(connection.wait_tried(STARTUP_WAIT_SECONDS) for connection in connections))
 
     def _refresh(self) -> None:
         """Rebuild every server's tools (a clash depends on all of them) and hand them to the registry."""
