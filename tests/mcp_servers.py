@@ -120,11 +120,11 @@ def build(name: str, log: Path) -> MCPServer:
     return server
 
 
-async def serve_http(server: MCPServer, transport: str) -> None:
+async def serve_http(server: MCPServer, transport: str, port: int) -> None:
     import uvicorn
 
     app = server.sse_app() if transport == "sse" else server.streamable_http_app()
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error")
     web = uvicorn.Server(config)
     task = asyncio.create_task(web.serve())
     while not web.started:
@@ -139,12 +139,13 @@ def main() -> None:
     parser.add_argument("transport", choices=["stdio", "http", "sse"])
     parser.add_argument("--name", required=True)
     parser.add_argument("--log", required=True)
+    parser.add_argument("--port", type=int, default=0, help="HTTP port (0: the OS chooses)")
     args = parser.parse_args()
     server = build(args.name, Path(args.log))
     if args.transport == "stdio":
         server.run()
     else:
-        asyncio.run(serve_http(server, args.transport))
+        asyncio.run(serve_http(server, args.transport, args.port))
 
 
 if __name__ == "__main__":

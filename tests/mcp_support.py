@@ -29,8 +29,8 @@ def stdio_server(name: str, log: Path, **fields: object) -> MCPServerStdio:
 
 
 @asynccontextmanager
-async def http_server(name: str, log: Path) -> AsyncIterator[MCPServerHTTP]:
-    async with _web_server("http", name, log) as port:
+async def http_server(name: str, log: Path, port: int = 0) -> AsyncIterator[MCPServerHTTP]:
+    async with _web_server("http", name, log, port) as port:
         yield MCPServerHTTP(name, f"http://127.0.0.1:{port}/mcp")
 
 
@@ -41,8 +41,9 @@ async def sse_server(name: str, log: Path) -> AsyncIterator[MCPServerSSE]:
 
 
 @asynccontextmanager
-async def _web_server(transport: str, name: str, log: Path) -> AsyncIterator[int]:
+async def _web_server(transport: str, name: str, log: Path, port: int = 0) -> AsyncIterator[int]:
     argv = [sys.executable, "-m", "tests.mcp_servers", transport, "--name", name, "--log", str(log)]
+    argv += ["--port", str(port)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, env=env)
     try:
@@ -54,7 +55,7 @@ async def _web_server(transport: str, name: str, log: Path) -> AsyncIterator[int
     finally:
         process.terminate()
         try:
-            process.wait(5)
+            process.wait(1)
         except subprocess.TimeoutExpired:  # uvicorn waits for open streams to close
             process.kill()
             process.wait(5)

@@ -30,7 +30,7 @@ from agentcore.messages import ImageContent, TextContent, ToolCall
 from agentcore.runtime import AbortSignal
 from agentcore.tool_exec import execute_tool_with_timeout
 from agentcore.tools import AgentTool, AgentToolResult, ToolRegistry
-from tests.mcp_support import log_lines, sse_server, stdio_server, wait_until
+from tests.mcp_support import http_server, log_lines, sse_server, stdio_server, wait_until
 
 
 @pytest.fixture
@@ -97,6 +97,24 @@ async def test_a_server_killed_mid_call_fails_it_as_unavailable_and_is_restarted
     # The next call finds a new process (it waits for the restart).
     assert (await call(toolset, "echo", text="again")).content == [TextContent(text="alpha: again")]
     assert int(log_lines(log, "echo")[0][2]) != first_pid
+
+
+async def test_an_http_server_that_goes_away_fails_calls_as_unavailable_until_it_is_back(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "mcp.log"
+    async with http_server("beta", log) as beta:
+        toolset = MCPToolset([beta], ToolRegistry())
+        await toolset.start()
+        port = int(beta.url.rsplit(":", 1)[1].split("/")[0])
+        assert (await call(toolset, "echo", text="1")).content == [TextContent(text="beta: 1")]
+    try:
+        with pytest.raises(ToolUnavailableError, match='MCP server "beta"'):
+            await call(toolset, "echo", text="down")
+        async with http_server("beta", log, port):  # back, on the same address
+            assert (await call(toolset, "echo", text="2")).content == [TextContent(text="beta: 2")]
+    finally:
+        await toolset.stop()
 
 
 async def test_a_server_that_only_speaks_sse(tmp_path: Path) -> None:

@@ -133,7 +133,7 @@ class MCPConnection:
         return self._client
 
     def _lose(self, why: str) -> None:
-        if not self._stopping and not self._lost.is_set():
+        if self._ready.is_set() and not self._stopping:  # a live connection, not a failed attempt
             log.warning("MCP server %r: %s; reconnecting", self.name, why)
         # From now on calls wait for the next connection instead of writing to a dead one.
         self._ready.clear()
