@@ -15,9 +15,10 @@ from typing import Any
 
 import orjson
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from agentcore.budget import EVENT_MAX_BYTES_UNDER_PRESSURE, shrink_to_fit
-from agentcore.errors import OUTCOME_UNKNOWN, TOOL_NOT_FOUND
+from agentcore.errors import OUTCOME_UNKNOWN, TOOL_NOT_FOUND, TOOL_UNAVAILABLE, ToolUnavailableError
 from agentcore.events import ToolExecutionUpdateEvent
 from agentcore.messages import TextContent, ToolCall
 from agentcore.protocol import (
@@ -47,6 +48,7 @@ class ToolActivities:
 
     @activity.defn(name="tools.describe")  # don't rename: recorded in histories
     async def describe(self, inp: DescribeToolsInput) -> DescribeToolsResult:
+        await self.registry.prepare(inp.names)  # MCP servers named here: connected and listed
         specs, unknown = self.registry.describe(inp.names)
         return DescribeToolsResult(tools=specs, unknown=unknown)
 
@@ -63,6 +65,10 @@ class ToolActivities:
         self, inp: ToolCallInput, call: ToolCall, on_update: Callable[[AgentToolResult], None]
     ) -> AgentToolResult:
         tool = self.registry.get(inp.tool_name)
+        if tool is None:
+            # A worker that just started may not have listed its MCP servers' tools yet.
+            await self.registry.prepare([inp.tool_name])
+            tool = self.registry.get(inp.tool_name)
         if tool is None:
             return error_result(TOOL_NOT_FOUND, f'Tool "{inp.tool_name}" is not registered on this worker.')
         info = activity.info()
@@ -89,6 +95,10 @@ class ToolActivities:
         ticker = asyncio.create_task(_heartbeat_ticker())
         try:
             result = await asyncio.shield(task)
+        except ToolUnavailableError as exc:
+            # Retryable: the next attempt finds the server restarted (a tool that is not retry-safe
+            # has one attempt, so its outcome is recorded as unknown instead).
+            raise ApplicationError(exc.message, type=TOOL_UNAVAILABLE) from None
         except asyncio.CancelledError:
             details = activity.cancellation_details()
             if details is not None and details.worker_shutdown:

@@ -20,6 +20,7 @@ from .errors import (
     RateLimitError,
     SessionError,
     ToolNotFoundError,
+    ToolUnavailableError,
     ValidationError,
 )
 from .events import (
@@ -110,6 +111,7 @@ __all__ = [
     "ToolExecutionStartEvent",
     "ToolExecutionUpdateEvent",
     "ToolNotFoundError",
+    "ToolUnavailableError",
     "ToolResultMessage",
     "ToolSpec",
     "TurnEndEvent",

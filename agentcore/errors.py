@@ -9,6 +9,7 @@ with ``is_error=True``. Only misuse raises::
     ├── InvalidMessageRoleError     INVALID_MESSAGE_ROLE: wrong message role for the operation
     ├── AgentNotFoundError          AGENT_NOT_FOUND: no conversation with that session id
     ├── ToolNotFoundError           TOOL_NOT_FOUND: a tool name nobody registered
+    ├── ToolUnavailableError        TOOL_UNAVAILABLE: a tool's server is down or died mid-call (retryable)
     ├── InvalidParametersError      INVALID_PARAMETERS: arguments fail the tool's schema
     ├── ValidationError             VALIDATION_ERROR: a value breaks a SPEC-8 rule (names the field)
     ├── RateLimitError              RATE_LIMITED: over a SPEC-9 limit; nothing was accepted
@@ -71,6 +72,9 @@ SESSION_PATH_OUTSIDE_ROOT = "SESSION_PATH_OUTSIDE_ROOT"
 EXECUTION_ERROR = "EXECUTION_ERROR"  # execute raised
 INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"  # execute returned something other than AgentToolResult
 TOOL_CALL_TRUNCATED = "TOOL_CALL_TRUNCATED"  # the response hit the output token limit mid-call
+TOOL_UNAVAILABLE = (
+    "TOOL_UNAVAILABLE"  # the process or server behind a tool is down (``ToolUnavailableError``)
+)
 
 
 class AgentError(Exception):
@@ -110,6 +114,15 @@ class AgentNotFoundError(AgentError):
 
 class ToolNotFoundError(AgentError):
     code = TOOL_NOT_FOUND
+
+
+class ToolUnavailableError(AgentError):
+    """Raised by a tool whose backing server is unreachable or died mid-call (an MCP server, say).
+
+    Unlike other exceptions from ``execute`` it is not turned into an error result: the durable runtime
+    lets Temporal retry the call (a retry-safe tool) or records its outcome as unknown (the others)."""
+
+    code = TOOL_UNAVAILABLE
 
 
 class InvalidParametersError(AgentError):

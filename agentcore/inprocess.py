@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from .errors import TOOL_NOT_SUPPORTED
+from .errors import TOOL_NOT_SUPPORTED, TOOL_UNAVAILABLE, ToolUnavailableError
 from .events import StreamEvent
 from .messages import ToolCall
 from .model import Model
@@ -57,4 +57,7 @@ class InProcessRuntime:
                 f'Tool "{tool.name}" is only a spec here; its execute function lives on a worker. '
                 "Give the in-process agent an AgentTool.",
             )
-        return await execute_tool_with_timeout(tool, call, signal, on_update)
+        try:
+            return await execute_tool_with_timeout(tool, call, signal, on_update)
+        except ToolUnavailableError as exc:
+            return error_result(TOOL_UNAVAILABLE, exc.message)

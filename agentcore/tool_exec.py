@@ -24,6 +24,7 @@ from .errors import (
     EXECUTION_TIMEOUT,
     INVALID_PARAMETERS,
     INVALID_TOOL_RESULT,
+    ToolUnavailableError,
 )
 from .jsonschema import ROOT, InvalidSchemaError, format_path, validate
 from .messages import ToolCall
@@ -109,7 +110,8 @@ def _is_async_callable(fn: Any) -> bool:
 async def execute_tool(
     tool: AgentTool, call: ToolCall, signal: AbortSignal, on_update: OnUpdate
 ) -> AgentToolResult:
-    """Run one tool call through the whole pipeline. Never raises (except on cancellation)."""
+    """Run one tool call through the whole pipeline. Never raises, except on cancellation and for a
+    ``ToolUnavailableError`` (the tool's server is down: whether to try again is the runtime's call)."""
     if signal.aborted:
         return aborted_result(tool.name)
 
@@ -144,6 +146,8 @@ async def execute_tool(
 
     try:
         outcome = await _until_aborted(work, signal)
+    except ToolUnavailableError:
+        raise  # the runtime decides: retry the call, or record its outcome as unknown
     except Exception as exc:
         return _raised(tool, exc)
     finally:
@@ -153,6 +157,8 @@ async def execute_tool(
     if inspect.isawaitable(outcome):  # a sync callable that returned a coroutine
         try:
             outcome = await _until_aborted(outcome, signal)
+        except ToolUnavailableError:
+            raise
         except Exception as exc:
             return _raised(tool, exc)
         if outcome is _ABORTED:

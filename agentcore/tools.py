@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -134,13 +134,35 @@ class AgentTool(_ToolFields):
         )
 
 
+# What ``AgentOptions.tools`` may name: a tool, or a group of tools a source provides
+# (``mcp:files`` for an MCP server's tools, ``mcp:files/read_file`` for one of them).
+TOOL_REFERENCE_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*|[a-z]+:[^\s/]+(/[^\s]+)?")
+
+
+def is_tool_reference(name: str) -> bool:
+    return TOOL_REFERENCE_RE.fullmatch(name) is not None
+
+
+class ToolSource(Protocol):
+    """Tools that come from outside the process (an MCP server) and are listed on demand."""
+
+    async def prepare(self, names: list[str]) -> None:
+        """Make sure the groups among ``names`` are known to the registry (connect, list tools)."""
+        ...
+
+
 class ToolRegistry:
-    """The functions behind tool names, held by a worker (the workflow only holds ``ToolSpec``s)."""
+    """The functions behind tool names, held by a worker (the workflow only holds ``ToolSpec``s).
+
+    A *group* is a name that stands for several tools (all of an MCP server's): ``describe`` expands
+    it, and a source refreshes its members when the tools it provides change."""
 
     def __init__(self, tools: list[AgentTool] | None = None) -> None:
         self._tools: dict[str, AgentTool] = {}
         # Specs are asked for on every model call; a JSON schema from pydantic costs ~0.2 ms each.
         self._specs: dict[str, ToolSpec] = {}
+        self._groups: dict[str, list[str]] = {}
+        self._sources: list[ToolSource] = []
         for tool in tools or []:
             self.register(tool)
 
@@ -150,6 +172,27 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._specs[tool.name] = tool.spec()
 
+    def set_groups(self, groups: dict[str, list[AgentTool]], *, replacing: list[AgentTool]) -> None:
+        """Install ``groups`` (name -> its tools), unregistering the tools in ``replacing`` first: a
+        source's tools are replaced whole when its list changes, and may be renamed by a clash."""
+        for tool in replacing:
+            if self._tools.get(tool.name) is tool:
+                del self._tools[tool.name]
+                del self._specs[tool.name]
+        for name, tools in groups.items():
+            for tool in tools:
+                if self._tools.get(tool.name) is not tool:
+                    self.register(tool)
+            self._groups[name] = [tool.name for tool in tools]
+
+    def add_source(self, source: ToolSource) -> None:
+        self._sources.append(source)
+
+    async def prepare(self, names: list[str]) -> None:
+        """Let the sources list the groups ``names`` refer to before ``describe`` is asked."""
+        for source in self._sources:
+            await source.prepare(names)
+
     def get(self, name: str) -> AgentTool | None:
         return self._tools.get(name)
 
@@ -157,6 +200,17 @@ class ToolRegistry:
         return list(self._tools)
 
     def describe(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
-        """Specs for ``names`` in order, and the names nobody registered."""
-        specs = [self._specs[name] for name in names if name in self._specs]
-        return specs, [name for name in names if name not in self._specs]
+        """Specs for ``names`` in order (a group's members in its place, each tool once), and the
+        names nobody registered."""
+        specs: dict[str, ToolSpec] = {}
+        unknown: list[str] = []
+        for name in names:
+            spec = self._specs.get(name)
+            if spec is not None:
+                specs.setdefault(name, spec)
+            elif name in self._groups:
+                for member in self._groups[name]:
+                    specs.setdefault(member, self._specs[member])
+            else:
+                unknown.append(name)
+        return list(specs.values()), unknown

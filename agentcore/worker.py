@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter
@@ -39,6 +39,9 @@ from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_fre
 from agentcore.tools import AgentTool, ToolRegistry
 from agentcore.workflows import ConversationWorkflow
 from agentcore.workflows.policies import HEARTBEAT_THROTTLE
+
+if TYPE_CHECKING:
+    from agentcore.mcp import MCPServerSpec, MCPToolset
 
 logger = logging.getLogger("agentcore.worker")
 
@@ -72,6 +75,7 @@ def create_worker(
     get_api_key: GetApiKey | None = None,
     payloads_dir: str | Path | None = None,
     metrics: MetricsServer | AgentMetrics | None = None,
+    mcp_servers: Sequence[MCPServerSpec] = (),
     **worker_options: Any,
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
@@ -80,7 +84,9 @@ def create_worker(
     the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
     Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
     ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
-    see ``agentcore.temporal.payloads``.
+    see ``agentcore.temporal.payloads``. ``mcp_servers`` (``agentcore.mcp``) add their tools, named
+    ``mcp:SERVER`` or ``mcp:SERVER/TOOL``; the worker connects to them when it starts and lets them go
+    when it stops.
 
     ``metrics`` counts the agent's runs, turns, calls, tokens and cost (``agentcore.temporal.metrics``);
     a ``MetricsServer`` also serves the SDK's metrics, for which ``client`` must have been connected
@@ -91,6 +97,11 @@ def create_worker(
         payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
     client = ensure_data_converter(client, payloads_dir)
     registry = ToolRegistry(list(tools))
+    mcp_toolset = None
+    if mcp_servers:
+        from agentcore.mcp import MCPToolset  # the optional extra: agentcore[mcp]
+
+        mcp_toolset = MCPToolset(mcp_servers, registry)
     store = SessionStore(sessions_dir)
     llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
     tool_activities = ToolActivities(registry)
@@ -114,7 +125,7 @@ def create_worker(
     worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
     worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
-    return AgentWorker(
+    worker = AgentWorker(
         client,
         task_queue=task_queue,
         workflows=[ConversationWorkflow],
@@ -129,6 +140,8 @@ def create_worker(
         ],
         **worker_options,
     )
+    worker.mcp = mcp_toolset
+    return worker
 
 
 def observability_interceptors(
@@ -202,6 +215,7 @@ class AgentWorker(Worker):
 
     def __init__(self, client: Client, *, task_queue: str, **options: Any) -> None:
         remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
+        self.mcp: MCPToolset | None = None
         self._remote: Worker | None = None
         if options.get("activities") and not options.get("no_remote_activities"):
             options["no_remote_activities"] = True
@@ -214,6 +228,17 @@ class AgentWorker(Worker):
         return self._remote
 
     async def run(self) -> None:
+        # MCP servers live as long as the worker: connected (stdio ones started) before it polls, so
+        # its first tool calls find their tools, and let go (processes stopped) when it stops.
+        if self.mcp is not None:
+            await self.mcp.start()
+        try:
+            await self._run_workers()
+        finally:
+            if self.mcp is not None:
+                await self.mcp.stop()
+
+    async def _run_workers(self) -> None:
         if self._remote is None:
             await super().run()
             return

@@ -1,6 +1,6 @@
 """Durable conversation benches (SPEC-11) on the embedded dev server, one scenario at a time.
 
-    python -m bench.durable single|concurrent|burst|tools|recovery|history|deltas [--model loopback|scripted]
+    python -m bench.durable single|concurrent|burst|tools|recovery|history|deltas|mcp [--model loopback|scripted]
 
 Every scenario starts its own stack (``bench.harness``: dev server with its SQLite file, a worker
 process, the loopback model process) and returns table rows; ``python -m bench`` runs them all.
@@ -29,6 +29,7 @@ from agentcore.model import Model
 from agentcore.session import FsyncPolicy, JsonlSessionStorage, MessageEntry, StorageRateLimits
 from agentcore.session.entries import ActiveToolsChangeEntry, ModelChangeEntry
 
+from ._procs import children, cpu_seconds
 from .harness import Stack, TurnClock, pct, stack
 from .worker_proc import NOOP, scripted_turn
 
@@ -618,6 +619,43 @@ async def deltas(streams: int = 5, count: int = 100, gap_ms: float = 10, **optio
     return [_lat_row("6. delta latency (server write -> subscriber)", "p50/p95/p99", latencies)]
 
 
+# ------------------------------------------------------------- MCP tool against a local AgentTool
+
+
+async def mcp(model_kind: str = "scripted", turns: int = 100, rounds: int = 3, **options: Any) -> list[Row]:
+    """One conversation's tool turns with the no-op tool served by an MCP stdio server, against the
+    same turns with a local ``AgentTool``: worker CPU per turn, rounds interleaved (local, MCP, ...)
+    on a stack each. The MCP server's own CPU (a child of the worker) is shown apart."""
+    worker_options = dict(options.get("worker_options", {}))
+    timeout = float(worker_options.get("tool_timeout_seconds", 120))
+    section = f"MCP stdio tool vs local AgentTool ({model_kind}, tool timeout {timeout:g} s)"
+    cpu: dict[str, list[float]] = {"local": [], "mcp": []}
+    latency: dict[str, list[float]] = {"local": [], "mcp": []}
+    server_cpu: list[float] = []
+    for _ in range(rounds):
+        for kind in ("local", "mcp"):
+            flags = {**worker_options, "tool_timeout_seconds": timeout, "mcp_noop": kind == "mcp"}
+            async with stack(model=model_kind, worker_options=flags) as s:
+                clock = await _warm_clock(s, 10)
+                mcp_pids = children(s.worker.pid, "python")
+                before, mcp_before = s.cpu(), sum(cpu_seconds(pid) for pid in mcp_pids)
+                latency[kind] += [await clock.turn("/tools 1") for _ in range(turns)]
+                after, mcp_after = s.cpu(), sum(cpu_seconds(pid) for pid in mcp_pids)
+                await clock.stop()
+                cpu[kind].append((after.worker - before.worker) / turns * 1000)
+                if kind == "mcp":
+                    server_cpu.append((mcp_after - mcp_before) / turns * 1000)
+    ratio = statistics.median(cpu["mcp"]) / statistics.median(cpu["local"])
+    return [
+        _lat_row(section, "local AgentTool turn p50/p95/p99", latency["local"]),
+        _lat_row(section, "MCP tool turn p50/p95/p99", latency["mcp"]),
+        Row(section, "worker CPU per turn, local AgentTool", _each(cpu["local"])),
+        Row(section, "worker CPU per turn, MCP tool", _each(cpu["mcp"])),
+        Row(section, "MCP / local worker CPU (medians)", f"{ratio:.2f}x", "<= 2x", ratio <= 2.0),
+        Row(section, "MCP server process CPU per turn", _each(server_cpu)),
+    ]
+
+
 SCENARIOS = {
     "single": single,
     "concurrent": lambda **kw: _concurrent(**kw),
@@ -626,6 +664,7 @@ SCENARIOS = {
     "recovery": recovery,
     "history": history,
     "deltas": deltas,
+    "mcp": mcp,
 }
 
 

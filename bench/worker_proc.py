@@ -13,7 +13,9 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``"observe": true`` for traces (to the harness's ``bench.otlp_sink``, ``"otlp_endpoint"``) and
 metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker --metrics-port`` runs with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set; ``"traces"`` or ``"metrics"`` for one of them,
-``"agent-metrics"`` for the agent's metrics without the SDK runtime's.
+``"agent-metrics"`` for the agent's metrics without the SDK runtime's,
+``"mcp_noop": true`` to serve the no-op tool from an MCP server over stdio (``bench.mcp_noop_server``,
+same timeout) instead of an ``AgentTool``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import argparse
 import asyncio
 import os
 import signal
+import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -119,10 +123,22 @@ async def main(args: argparse.Namespace) -> None:
         options["workflow_task_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=int(threads))
     gc_default = options.pop("gc_default", False)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
+    if options.pop("mcp_noop", False):
+        from agentcore.mcp import MCPServerStdio
+
+        root = str(Path(__file__).resolve().parent.parent)
+        noop_server = MCPServerStdio(
+            "bench",
+            sys.executable,
+            ["-m", "bench.mcp_noop_server"],
+            cwd=root,
+            timeout_seconds=tool.timeout_seconds,
+        )
+        options["mcp_servers"] = [noop_server]
     worker = create_worker(
         client,
         task_queue=args.task_queue,
-        tools=[tool],
+        tools=[] if "mcp_servers" in options else [tool],
         sessions_dir=args.sessions_dir,
         stream_fn=stream_fn,
         **options,

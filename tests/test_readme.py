@@ -11,7 +11,8 @@ added to the README without an entry fails ``test_every_readme_command_is_exerci
 - ``serve``: started the same way, watched until it reports it is serving, then stopped;
 - ``model``: parsed by the CLI's parser and resolved to the model it would call (no API key here);
 - ``connect``: parsed, with its variables set, and resolved to the connection it would open (Temporal
-  Cloud is not reachable from a test).
+  Cloud is not reachable from a test);
+- ``mcp``: parsed, and resolved to the MCP servers the worker would connect to.
 
 ``docker compose up`` is quoted in the text; its compose file is checked by ``tests/test_compose.py``.
 
@@ -63,6 +64,11 @@ OBSERVED_WORKER = (
     "OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agentcore worker --metrics-port 9464 --log-format json"
 )
 
+MCP_WORKER = (
+    "agentcore worker --mcp 'files=npx -y @modelcontextprotocol/server-filesystem /data' "
+    "--mcp docs=https://example.com/mcp"
+)
+
 README_COMMANDS: dict[str, str] = {
     QUICK_START: "quick-start",
     TEST_COMMAND: "ci",
@@ -82,6 +88,8 @@ README_COMMANDS: dict[str, str] = {
     CLOUD_API_KEY: "connect",
     CLOUD_MTLS: "connect",
     OBSERVED_WORKER: "serve",
+    MCP_WORKER: "mcp",
+    "agentcore dev --mcp-config mcp.json": "mcp",
 }
 
 # What each command prints when it works (stdout and stderr together).
@@ -205,6 +213,23 @@ def test_cloud_commands_connect_as_documented(
     else:
         assert config["tls"].client_cert == b"client certificate"
         assert config["tls"].client_private_key == b"client key"
+
+
+@pytest.mark.parametrize("command", [c for c, how in README_COMMANDS.items() if how == "mcp"])
+def test_mcp_commands_name_the_documented_servers(
+    command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agentcore.cli.dev import mcp_servers
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mcp.json").write_text(
+        '{"mcpServers": {"files": {"command": "npx", "args": ["-y", "server-filesystem", "/data"]}}}'
+    )
+    _, argv = _split(command)
+    servers = {server.name: server for server in mcp_servers(build_parser().parse_args(argv[1:]))}
+    assert set(servers) >= {"files"} and "npx" in servers["files"].where()
+    if "docs=" in command:
+        assert servers["docs"].where() == "https://example.com/mcp"
 
 
 async def _serve_until(command: str, env: dict[str, str], cwd: Path, marker: str) -> str:

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         ThinkingLevelChangeEntry,
     )
     from agentcore.session.stats import SessionStats
+    from agentcore.tools import is_tool_reference
 
 
 from .state import ConversationState, _refuse
@@ -149,7 +150,7 @@ class CommandHandlers(ConversationState):
     @set_tools.validator
     def _validate_set_tools(self, request: SetToolsRequest) -> None:
         self._refuse_if_busy("set_tools")
-        bad = [name for name in request.tools if not name.isidentifier()]
+        bad = [name for name in request.tools if not is_tool_reference(name)]
         if bad:
             raise _refuse(errors.VALIDATION_ERROR, f"tools: invalid tool name(s) {bad}")
 

@@ -2,6 +2,7 @@
 
     agentcore dev                       embedded Temporal (SQLite, Web UI) + worker + demo chat
     agentcore worker                    a worker for a cluster (TEMPORAL_* variables or flags)
+        [--mcp NAME=COMMAND_OR_URL] [--mcp-config FILE]   ... with MCP servers' tools (dev too)
     agentcore chat [SESSION]            talk to a conversation (starts it if new)
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
     agentcore state SESSION             status, model, messages, queues, usage
@@ -201,6 +202,25 @@ def _model_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _mcp_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND_OR_URL",
+        help="an MCP server whose tools conversations may use as mcp:NAME (repeatable; quote a command "
+        "with arguments: --mcp 'files=npx -y @modelcontextprotocol/server-filesystem /data'); "
+        "NAME=https://... for streamable HTTP (.../sse: SSE)",
+    )
+    parser.add_argument(
+        "--mcp-config",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help='MCP servers from a JSON or TOML file: {"mcpServers": {...}} as Claude Desktop writes it',
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentcore", description="A durable LLM agent runtime on Temporal.")
     _common(parser, suppress=False)
@@ -227,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--no-chat", action="store_true", help="serve only (server, worker, demo model)")
     dev.add_argument("--fast", action="store_true", help="demo model streams without pacing")
     _model_options(dev)
+    _mcp_options(dev)
 
     worker = command("worker", run_worker, "a worker for the conversations on a Temporal cluster")
     worker.add_argument("--demo-model", action="store_true", help="also serve the offline demo model")
@@ -257,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight activities may run before they are cancelled (default 30)",
     )
+    _mcp_options(worker)
 
     chat = command("chat", cmd_chat, "talk to a conversation (started with the demo tools if new)")
     chat.add_argument("session", nargs="?", help="session id (default: a new one)")

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
@@ -34,6 +35,9 @@ from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
 from ..tools import AgentTool
 from .commands import CliError
+
+if TYPE_CHECKING:
+    from ..mcp import MCPServerSpec
 
 DEMO_MODEL_ID = "cellar-demo"
 DEFAULT_DEMO_PORT = 8765
@@ -166,6 +170,27 @@ async def _temporal_for_dev(
         await server.stop()
 
 
+def mcp_servers(args: argparse.Namespace) -> list[MCPServerSpec]:
+    """The servers ``--mcp`` and ``--mcp-config`` name (a bad one is a usage error, exit 2)."""
+    if not args.mcp and not args.mcp_config:
+        return []
+    try:
+        from ..mcp import MCPConfigError, load_mcp_config, names_given_twice, parse_mcp_option
+    except ImportError:
+        raise CliError("--mcp needs the MCP SDK: pip install 'agentcore[mcp]'", exit_code=2) from None
+    try:
+        servers = [server for path in args.mcp_config for server in load_mcp_config(path)]
+        servers += [parse_mcp_option(value) for value in args.mcp]
+    except MCPConfigError as err:
+        raise CliError(str(err), exit_code=2) from None
+    twice = names_given_twice(servers)
+    if twice:
+        raise CliError(f"MCP server name(s) given twice: {', '.join(twice)}", exit_code=2)
+    for server in servers:
+        _progress(f"MCP server {server.name!r}: {server.where()} (tools: mcp:{server.name})")
+    return servers
+
+
 async def run_dev(args: argparse.Namespace) -> int:
     from agentcore.worker import create_worker
 
@@ -174,6 +199,7 @@ async def run_dev(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
     model = choose_model(args.model, args.base_url, args.demo_port)
+    servers = mcp_servers(args)  # a bad --mcp fails before anything starts
     with _codec_server(args.codec_port) as codec_url:
         async with (
             _temporal_for_dev(args, codec_url) as (client, ui_url),
@@ -191,6 +217,7 @@ async def run_dev(args: argparse.Namespace) -> int:
                 task_queue=args.task_queue,
                 tools=demo_tools(data_dir / "cellar.sqlite"),
                 sessions_dir=sessions_dir,
+                mcp_servers=servers,
             )
             await stack.enter_async_context(worker)
             _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
@@ -200,7 +227,8 @@ async def run_dev(args: argparse.Namespace) -> int:
                 return 0
             agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
             session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
-            agent = await attach_or_start(agents, session_id, model)
+            extra_tools = [f"mcp:{server.name}" for server in servers]
+            agent = await attach_or_start(agents, session_id, model, extra_tools)
             ui_link = f"  ({ui_url}/namespaces/{client.namespace}/workflows/{session_id})" if ui_url else ""
             _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
             if args.demo_script or args.once:
@@ -213,15 +241,19 @@ async def run_dev(args: argparse.Namespace) -> int:
     return 0
 
 
-async def attach_or_start(agents: AgentClient, session_id: str, model: Model) -> DurableAgent:
-    """The running conversation ``session_id``, or a new demo conversation under that id."""
+async def attach_or_start(
+    agents: AgentClient, session_id: str, model: Model, extra_tools: Sequence[str] = ()
+) -> DurableAgent:
+    """The running conversation ``session_id``, or a new demo conversation under that id (with the
+    demo tools and ``extra_tools``, the MCP servers' groups ``dev --mcp`` named)."""
     try:
         agent = await agents.attach(session_id)
         _progress(f"attached to the running conversation {session_id}")
         return agent
     except AgentNotFoundError:
         pass
-    options = AgentOptions(model=model, tools=list(DEMO_TOOL_NAMES), system_prompt=DEMO_SYSTEM_PROMPT)
+    tools: list[str] = [*DEMO_TOOL_NAMES, *extra_tools]
+    options = AgentOptions(model=model, tools=tools, system_prompt=DEMO_SYSTEM_PROMPT)
     return await agents.start(session_id, options)
 
 
@@ -257,6 +289,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     from ..temporal.metrics import MetricsServer
     from . import connect_or_fail
 
+    servers = mcp_servers(args)  # a bad --mcp fails before anything connects
     metrics = (
         MetricsServer(args.metrics_port, host=args.metrics_host) if args.metrics_port is not None else None
     )
@@ -274,6 +307,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         tools=tools,
         sessions_dir=sessions_dir,
         metrics=metrics,
+        mcp_servers=servers,
         graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
     )
     tune_gc_for_worker()

@@ -2,6 +2,7 @@
 
     python -m tests.reliability.worker_proc --address 127.0.0.1:7233 --task-queue q \\
         --sessions DIR --log FILE --ready FILE [--model scripted|provider] [--delay S] [--chunks N]
+        [--mcp-config FILE]
 
 Every tool and every model call appends a line to ``--log`` (``<event> <key> <pid> <attempt>``), so a
 test counts real executions across processes. ``--ready`` is written once the worker polls.
@@ -32,6 +33,7 @@ from pydantic import BaseModel
 
 from agentcore import AgentTool, AgentToolResult
 from agentcore.events import StreamEvent
+from agentcore.mcp import load_mcp_config
 from agentcore.messages import ToolResultMessage, UserMessage
 from agentcore.model import Model
 from agentcore.runtime import LlmContext, StreamOptions
@@ -155,6 +157,7 @@ async def main() -> None:
     parser.add_argument("--chunks", type=int, default=1, help="deltas per scripted block")
     parser.add_argument("--reply-words", type=int, default=3)
     parser.add_argument("--tear-append", default="", help="die mid-way through the append containing this")
+    parser.add_argument("--mcp-config", default="", help="MCP servers for the worker (mcpServers JSON)")
     args = parser.parse_args()
 
     log = Path(args.log)
@@ -176,6 +179,7 @@ async def main() -> None:
         tools=tools,
         sessions_dir=args.sessions,
         stream_fn=stream_fn,
+        mcp_servers=load_mcp_config(args.mcp_config) if args.mcp_config else (),
         get_api_key=(lambda provider: "sk-loopback") if args.model == "provider" else None,
         # A killed worker's sticky queue would hold the conversation's next workflow task for the
         # default 10 s; the suite kills workers on purpose and wants the task moved on quickly.
