@@ -29,7 +29,14 @@ from .events import (
     TurnEndEvent,
 )
 from .inprocess import InProcessRuntime
-from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, failed_message
+from .loop import (
+    AgentContext,
+    AgentLoopConfig,
+    agent_loop,
+    agent_loop_continue,
+    failed_message,
+    skipping_first_poll,
+)
 from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .protocol import ConversationLimits, within_last_minute
@@ -260,12 +267,8 @@ class Agent:
         state.is_streaming = True
         state.streaming_message = None
         state.error_message = None
-        skip_steering = [skip_initial_steering]
 
         def steering() -> list[Message]:
-            if skip_steering[0]:
-                skip_steering[0] = False
-                return []
             return self._drain(self._steering_queue, self.steering_mode)
 
         def follow_ups() -> list[Message]:
@@ -281,7 +284,7 @@ class Agent:
             tool_execution=self.tool_execution,
             convert_to_llm=options.convert_to_llm,
             transform_context=options.transform_context,
-            get_steering_messages=steering,
+            get_steering_messages=skipping_first_poll(steering) if skip_initial_steering else steering,
             get_follow_up_messages=follow_ups,
             get_api_key=options.get_api_key,
             max_tokens=options.max_tokens,

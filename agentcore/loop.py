@@ -70,6 +70,7 @@ __all__ = [
     "agent_loop_continue",
     "default_convert_to_llm",
     "failed_message",
+    "skipping_first_poll",
     "stream_assistant_response",
 ]
 
@@ -125,6 +126,22 @@ class AgentLoopConfig:
     should_stop_after_turn: ShouldStopAfterTurn | None = None
     compact_context: CompactContext | None = None
     activate_tools: ActivateTools | None = None
+
+
+def skipping_first_poll(get_messages: GetMessages) -> GetMessages:
+    """``get_messages`` whose first poll finds nothing: pi's rule for a run whose prompt is steering
+    taken from the queue (``continue_`` after an assistant message). Polling at once would pull the
+    next queued message into the same turn, against one-at-a-time."""
+    skipped = False
+
+    def poll() -> Sequence[Message] | Awaitable[Sequence[Message]]:
+        nonlocal skipped
+        if not skipped:
+            skipped = True
+            return []
+        return get_messages()
+
+    return poll
 
 
 def default_convert_to_llm(messages: list[Message]) -> list[Message]:

@@ -157,10 +157,17 @@ async def test_prompt_while_running_is_agent_busy() -> None:
 
 async def test_abort_mid_stream_keeps_partial_and_marks_aborted() -> None:
     agent = agent_with(ScriptedModel([text("a b c d e f g h i j")], chunks=10, delay=0.01))
-    running = asyncio.create_task(agent.prompt("talk"))
-    await asyncio.sleep(0.035)
-    agent.abort()
-    await running
+    deltas = 0
+
+    def abort_after_some_text(event: Any, signal: AbortSignal) -> None:
+        nonlocal deltas
+        if event.type == "message_update" and event.assistant_message_event.get("type") == "text_delta":
+            deltas += 1
+            if deltas == 3:  # on an event, not after a sleep: a loaded machine streams slower
+                agent.abort()
+
+    agent.subscribe(abort_after_some_text)
+    await agent.prompt("talk")
     last = agent.messages[-1]
     assert isinstance(last, AssistantMessage)
     assert last.stop_reason == "aborted"
