@@ -398,3 +398,47 @@ async def test_durable_matches_in_process(
     assert durable.tools_seen == local.tools_seen
     if scenario.name == "added_tool_names":  # the session file alone rebuilds the active tools
         assert durable.active_tools_recorded == [["unlock"], ["unlock", "multiply"]]
+
+
+async def test_listeners_get_the_runs_abort_signal_in_both_runtimes(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """SPEC-5.2: ``listener(event, signal)``; the signal reports the abort of the event's run, and a
+    new run starts with a fresh one."""
+
+    def replies() -> ScriptedModel:
+        return ScriptedModel([tool_calls([("sleep", {"seconds": 5})]), text("Back.")])
+
+    seen_in_process: list[tuple[str, bool, str | None]] = []
+    agent = Agent(model=scripted_model(), tools=[sleep_tool()], stream_fn=replies())
+
+    def in_process_listener(event: AgentEvent, signal: Any) -> None:
+        seen_in_process.append((event.type, signal.aborted, signal.reason))
+        if event.type == "tool_execution_update":
+            agent.abort()
+
+    agent.subscribe(in_process_listener)
+    await agent.prompt("Go.")
+    await agent.prompt("Again.")
+
+    seen_durable: list[tuple[str, bool, str | None]] = []
+    async with running_worker(temporal_client, tmp_path, replies(), tools=[sleep_tool()]) as h:
+        durable = await h.agents.start("parity-listener-signal", model=scripted_model(), tools=["sleep"])
+
+        async def durable_listener(event: AgentEvent, signal: Any) -> None:
+            seen_durable.append((event.type, signal.aborted, signal.reason))
+            if event.type == "tool_execution_update":
+                await durable.abort()
+
+        await durable.subscribe(durable_listener, from_offset=0)
+        for prompt, runs in (("Go.", 1), ("Again.", 2)):
+            await durable.prompt(prompt)
+            deadline = time.monotonic() + 30
+            while sum(1 for seen in seen_durable if seen[0] == "agent_end") < runs:
+                assert time.monotonic() < deadline, "the run did not end within 30 s"
+                await asyncio.sleep(0.02)
+        await durable.close()
+
+    assert seen_durable == seen_in_process
+    assert ("agent_end", True, "aborted") in seen_in_process
+    assert seen_in_process[-1] == ("agent_end", False, None)
