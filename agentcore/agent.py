@@ -15,7 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .errors import AgentBusyError, InvalidMessageRoleError, ValidationError
+from .compaction import CompactionSettings, compact_messages
+from .errors import AgentBusyError, InvalidMessageRoleError, RateLimitError, ValidationError
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -28,9 +29,17 @@ from .events import (
     TurnEndEvent,
 )
 from .inprocess import InProcessRuntime
-from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, failed_message
+from .loop import (
+    AgentContext,
+    AgentLoopConfig,
+    agent_loop,
+    agent_loop_continue,
+    failed_message,
+    skipping_first_poll,
+)
 from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
+from .protocol import ConversationLimits, within_last_minute
 from .runtime import AbortSignal, StreamFn
 from .state import AgentOptions, AgentState
 from .tools import AgentTool, ToolSpec
@@ -46,14 +55,33 @@ _BUSY = "Agent is already processing a prompt. Use steer() or follow_up() to que
 
 
 class Agent:
-    """An agent with a conversation. ``Agent(AgentOptions(...))`` or ``Agent(model=..., tools=[...])``."""
+    """An agent with a conversation. ``Agent(AgentOptions(...))`` or ``Agent(model=..., tools=[...])``.
 
-    def __init__(self, options: AgentOptions | None = None, /, **fields: Any) -> None:
+    As a durable conversation does, it takes ``limits`` (SPEC-9.1: messages held and per minute,
+    concurrent tool calls) and ``compaction`` (when to summarise the older part of a long context),
+    and activates tools a tool result names (``added_tool_names``) from ``available_tools``.
+    """
+
+    def __init__(
+        self,
+        options: AgentOptions | None = None,
+        /,
+        *,
+        limits: ConversationLimits | None = None,
+        compaction: CompactionSettings | None = None,
+        available_tools: Sequence[AgentTool] = (),
+        **fields: Any,
+    ) -> None:
         if options is None:
             options = AgentOptions(**fields)
         elif fields:
             raise TypeError("pass either an AgentOptions or keyword fields, not both")
         self._options = options
+        self.limits = limits or ConversationLimits()
+        self.compaction = compaction or CompactionSettings()
+        self.available_tools: list[AgentTool] = list(available_tools)
+        # When messages were accepted (ms), for the per-minute limit.
+        self._recent_message_times: list[int] = []
         self._state = AgentState(
             system_prompt=options.system_prompt,
             model=options.model,
@@ -138,7 +166,14 @@ class Agent:
         run is active (queue with ``steer``/``follow_up`` instead)."""
         if self._state.is_streaming:
             raise AgentBusyError(_BUSY)
-        await self._run(self._prompt_messages(input, images))
+        messages = self._prompt_messages(input, images)
+        refusal = self.limits.refusal(
+            len(self._state.messages), self._recent_message_times, self._runtime.now_ms(), len(messages)
+        )
+        if refusal is not None:
+            raise RateLimitError(refusal)
+        self._count_messages(len(messages))
+        await self._run(messages)
 
     async def continue_(self) -> None:
         """Continue from the transcript as it stands (pi's ``continue``).
@@ -167,10 +202,12 @@ class Agent:
     def steer(self, message: str | Message | dict[str, Any]) -> None:
         """Queue a message for the running agent; it is delivered after the current turn's tools."""
         self._steering_queue.append(self._queued_message(message))
+        self._count_messages(1)
 
     def follow_up(self, message: str | Message | dict[str, Any]) -> None:
         """Queue a message for when the agent would otherwise stop."""
         self._follow_up_queue.append(self._queued_message(message))
+        self._count_messages(1)
 
     def clear_steering_queue(self) -> None:
         self._steering_queue.clear()
@@ -230,12 +267,8 @@ class Agent:
         state.is_streaming = True
         state.streaming_message = None
         state.error_message = None
-        skip_steering = [skip_initial_steering]
 
         def steering() -> list[Message]:
-            if skip_steering[0]:
-                skip_steering[0] = False
-                return []
             return self._drain(self._steering_queue, self.steering_mode)
 
         def follow_ups() -> list[Message]:
@@ -251,12 +284,15 @@ class Agent:
             tool_execution=self.tool_execution,
             convert_to_llm=options.convert_to_llm,
             transform_context=options.transform_context,
-            get_steering_messages=steering,
+            get_steering_messages=skipping_first_poll(steering) if skip_initial_steering else steering,
             get_follow_up_messages=follow_ups,
             get_api_key=options.get_api_key,
             max_tokens=options.max_tokens,
             temperature=options.temperature,
             runtime=InProcessRuntime(self.stream_fn),
+            max_concurrent_tools=self.limits.max_concurrent_tools,
+            compact_context=self._compact_context,
+            activate_tools=self._activate_tools,
         )
         try:
             if prompts is None:
@@ -275,6 +311,41 @@ class Agent:
             state.pending_tool_calls = set()
             self._signal = None
             self._idle.set()
+
+    async def _compact_context(
+        self, messages: list[Message], signal: AbortSignal, emit: Callable[[AgentEvent], None]
+    ) -> list[Message] | None:
+        """The loop's auto-compaction: summarise with this agent's model and stream function."""
+        model = self._state.model
+        get_api_key = self._options.get_api_key
+        api_key = get_api_key(model.provider) if get_api_key is not None else None
+        if inspect.isawaitable(api_key):
+            api_key = await api_key
+        runtime = InProcessRuntime(self.stream_fn)
+        compacted = await compact_messages(
+            messages,
+            model,
+            runtime.stream,
+            emit,
+            new_id=runtime.new_id,
+            now_ms=runtime.now_ms,
+            settings=self.compaction,
+            signal=signal,
+            api_key=api_key,
+        )
+        if compacted is not None:
+            self._state.messages = list(compacted)
+        return compacted
+
+    def _activate_tools(self, names: list[str]) -> list[AgentTool]:
+        known = {tool.name: tool for tool in self.available_tools}
+        activated = [known[name] for name in names if name in known]
+        self._state.tools = [*self._state.tools, *activated]
+        return activated
+
+    def _count_messages(self, count: int) -> None:
+        now = self._runtime.now_ms()
+        self._recent_message_times = [*within_last_minute(self._recent_message_times, now), *[now] * count]
 
     async def _fail_run(self, exc: Exception, signal: AbortSignal) -> None:
         message = failed_message(

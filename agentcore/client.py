@@ -39,9 +39,16 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .compaction import CompactionSettings
-from .errors import AgentError, AgentNotFoundError, ValidationError
+from .errors import EXECUTION_ABORTED, AgentError, AgentNotFoundError, ValidationError
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
-from .messages import ImageContent, Message, TextContent, UserMessage, describe_validation_error
+from .messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    UserMessage,
+    describe_validation_error,
+)
 from .model import Model, ThinkingLevel, parse_thinking_level
 from .protocol import (
     EVENTS_TOPIC,
@@ -69,6 +76,7 @@ from .protocol import (
     SetThinkingLevelRequest,
     SetToolsRequest,
 )
+from .runtime import AbortSignal
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
 from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
 from .session.branching import copy_session, fork_session
@@ -81,7 +89,7 @@ from .transcript import newest_within
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
-Listener = Callable[[AgentEvent, Any], Any]
+Listener = Callable[[AgentEvent, AbortSignal], Any]
 PromptInput = str | Message | Sequence[Message]
 
 # ``DurableAgent.events``: how long a subscription keeps polling again through failures that pass
@@ -413,6 +421,44 @@ def _check_payload_size(name: str, request: BaseModel) -> None:
         )
 
 
+class _RunSignal:
+    """The ``signal`` a durable listener gets with each event (SPEC-5.2): the abort of the run the
+    event belongs to, as the in-process ``Agent`` passes its run's signal.
+
+    A new run (``agent_start``) gets a fresh signal. It fires when this handle's ``abort`` is called
+    during the run, and, for an abort sent from elsewhere, when the events show it (an assistant
+    message or a tool result that ended aborted)."""
+
+    def __init__(self, live: set[AbortSignal]) -> None:
+        self._live = live
+        self._current = AbortSignal()
+        live.add(self._current)
+
+    def for_event(self, event: AgentEvent) -> AbortSignal:
+        if event.type == "agent_start":
+            self.close()
+            self._current = AbortSignal()
+            self._live.add(self._current)
+        signal = self._current
+        if _shows_abort(event):
+            signal.abort()
+        if event.type == "agent_end":
+            self._live.discard(signal)  # the run is over: a later abort is not this run's
+        return signal
+
+    def close(self) -> None:
+        self._live.discard(self._current)
+
+
+def _shows_abort(event: AgentEvent) -> bool:
+    if event.type == "message_end" and isinstance(event.message, AssistantMessage):
+        return event.message.stop_reason == "aborted"
+    if event.type == "tool_execution_end" and event.result is not None:
+        details = event.result.details
+        return isinstance(details, dict) and details.get("error_code") == EXECUTION_ABORTED
+    return False
+
+
 class DurableAgent:
     """A durable conversation, with the in-process ``Agent``'s methods."""
 
@@ -422,6 +468,8 @@ class DurableAgent:
         self.handle = handle
         self.session_id = handle.id
         self._subscriptions: set[asyncio.Task[None]] = set()
+        # The signals this handle's listeners hold for the run they are seeing (see ``_RunSignal``).
+        self._run_signals: set[AbortSignal] = set()
 
     # ------------------------------------------------------------------------------- plumbing
 
@@ -588,6 +636,8 @@ class DurableAgent:
 
     async def abort(self, reason: str | None = None) -> None:
         await self._signal("abort", AbortRequest(id=_new_id(), reason=reason))
+        for signal in list(self._run_signals):
+            signal.abort(reason)
 
     async def wait_for_idle(self, timeout: float | None = None) -> Accepted:
         """Wait until no run is active and every entry is in the session file.
@@ -681,12 +731,13 @@ class DurableAgent:
         logged and goes on receiving events: it observes the conversation from afar and cannot fail
         its run (the in-process ``Agent``'s listeners run inside the run, and fail it)."""
         start = await self.event_offset() if from_offset is None else from_offset
+        run = _RunSignal(self._run_signals)
 
         async def pump() -> None:
             try:
                 async for offset, event in self.events(start):
                     try:
-                        result = listener(event, None)
+                        result = listener(event, run.for_event(event))
                         if inspect.isawaitable(result):
                             await result
                     except Exception:
@@ -699,6 +750,7 @@ class DurableAgent:
         task = asyncio.create_task(pump())
         self._subscriptions.add(task)
         task.add_done_callback(self._subscriptions.discard)
+        task.add_done_callback(lambda _: run.close())
 
         def unsubscribe() -> None:
             task.cancel()

@@ -24,14 +24,14 @@ up to it; messages after it are estimated at four characters a token (an image c
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import orjson
 from pydantic import Field
 
 from .errors import CompactionError
-from .events import CompactionEndEvent, CompactionReason
+from .events import AgentEvent, CompactionEndEvent, CompactionReason, CompactionStartEvent
 from .messages import (
     AssistantMessage,
     ImageContent,
@@ -47,7 +47,12 @@ from .messages import (
 from .model import Model, ThinkingLevel
 from .providers.errors import is_context_overflow
 from .runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
-from .session.context import COMPACTION_SUMMARY_PREFIX, branch_summary_message, compaction_summary_message
+from .session.context import (
+    COMPACTION_SUMMARY_PREFIX,
+    SUMMARY_SUFFIX,
+    branch_summary_message,
+    compaction_summary_message,
+)
 from .session.entries import BranchSummaryEntry, CompactionEntry, MessageEntry, SessionEntry
 from .session.storage import GetEntriesOptions, JsonlSessionStorage
 
@@ -60,6 +65,7 @@ __all__ = [
     "CompactionPlan",
     "CompactionSettings",
     "build_summary_context",
+    "compact_messages",
     "compact_session",
     "compaction_end_event",
     "compaction_entry",
@@ -69,6 +75,7 @@ __all__ = [
     "serialize_conversation",
     "should_compact",
     "summarize",
+    "summarize_plan",
 ]
 
 CHARS_PER_TOKEN: Final = 4
@@ -582,19 +589,13 @@ async def compact_session(
     plan = plan_compaction(path, settings, model, last_usage=last_usage)
     if plan is None:
         return None
-    context = build_summary_context(
-        plan.messages_to_summarize,
-        plan.previous_summary,
-        instructions,
-        max_input_tokens=settings.summary_input_budget(model),
-        max_tool_result_chars=settings.max_tool_result_chars,
-    )
-    summary, usage = await summarize(
+    summary, usage = await summarize_plan(
+        plan,
         model,
-        context,
         stream_fn,
-        signal,
-        max_tokens=settings.summary_max_tokens(model),
+        settings,
+        instructions=instructions,
+        signal=signal,
         api_key=api_key,
         session_id=storage.get_metadata().id,
     )
@@ -603,3 +604,89 @@ async def compact_session(
     )
     assert isinstance(stored, CompactionEntry)
     return stored
+
+
+async def summarize_plan(
+    plan: CompactionPlan,
+    model: Model,
+    stream_fn: StreamFn,
+    settings: CompactionSettings,
+    *,
+    instructions: str | None = None,
+    signal: AbortSignal | None = None,
+    api_key: str | None = None,
+    session_id: str | None = None,
+) -> tuple[str, Usage]:
+    """The summary for ``plan``: its request built within the model's window, then ``summarize``."""
+    context = build_summary_context(
+        plan.messages_to_summarize,
+        plan.previous_summary,
+        instructions,
+        max_input_tokens=settings.summary_input_budget(model),
+        max_tool_result_chars=settings.max_tool_result_chars,
+    )
+    return await summarize(
+        model,
+        context,
+        stream_fn,
+        signal,
+        max_tokens=settings.summary_max_tokens(model),
+        api_key=api_key,
+        session_id=session_id,
+    )
+
+
+async def compact_messages(
+    messages: Sequence[Message],
+    model: Model,
+    stream_fn: StreamFn,
+    emit: Callable[[AgentEvent], None],
+    *,
+    new_id: Callable[[], str],
+    now_ms: Callable[[], int],
+    settings: CompactionSettings | None = None,
+    signal: AbortSignal | None = None,
+    api_key: str | None = None,
+) -> list[Message] | None:
+    """Auto-compaction without a session file (the in-process ``Agent``): when ``messages`` have
+    passed the threshold, summarise their older part and return the context to go on with (the
+    summary message, then the kept messages), as a durable conversation rebuilds it from its file.
+
+    Emits ``compaction_start`` and ``compaction_end`` as a durable conversation does (the end event
+    with ``error_message`` when the summary fails; the messages are then unchanged). Returns None
+    when nothing was compacted. Entry ids are made up (``new_id``): there is no file to hold them.
+    """
+    settings = settings or CompactionSettings()
+    if not should_compact(messages, model, settings):
+        return None
+    emit(CompactionStartEvent(reason="threshold"))
+    tokens_before = estimate_context_tokens(messages)
+    plan = plan_compaction(_as_path(messages, new_id), settings, model)
+    if plan is None:
+        emit(CompactionEndEvent(reason="threshold", tokens_before=tokens_before, tokens_after=tokens_before))
+        return None
+    try:
+        summary, usage = await summarize_plan(
+            plan, model, stream_fn, settings, signal=signal, api_key=api_key
+        )
+    except CompactionError as err:
+        emit(CompactionEndEvent(reason="threshold", tokens_before=tokens_before, error_message=str(err)))
+        return None
+    entry = compaction_entry(plan, summary, usage, reason="threshold", entry_id=new_id(), timestamp=now_ms())
+    emit(compaction_end_event(entry, reason="threshold"))
+    return [compaction_summary_message(summary, entry.timestamp), *plan.kept_messages]
+
+
+def _as_path(messages: Sequence[Message], new_id: Callable[[], str]) -> list[SessionEntry]:
+    """``messages`` as the session path a file would hold: a leading compaction summary becomes the
+    compaction entry it stands for (so the next summary folds it in, as pi's summaries chain)."""
+    path: list[SessionEntry] = []
+    rest = messages
+    if messages and _is_compaction_summary(messages[0]):
+        assert isinstance(messages[0], UserMessage)
+        text = messages[0].text
+        summary = text[len(COMPACTION_SUMMARY_PREFIX) :].removesuffix(SUMMARY_SUFFIX)
+        path.append(CompactionEntry(id=new_id(), summary=summary, timestamp=messages[0].timestamp))
+        rest = messages[1:]
+    path.extend(MessageEntry(id=new_id(), message=message) for message in rest)
+    return path

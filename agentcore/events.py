@@ -234,6 +234,11 @@ AgentEvent = Annotated[
 ]
 AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 
+# Events only a durable conversation emits; otherwise both runtimes emit the same stream (the
+# parity test holds them to it). ``llm_retry``: Temporal retries a failed model call, and the
+# subscriber must drop the failed attempt's streamed text; the in-process runtime does not retry.
+DURABLE_ONLY_EVENTS: frozenset[str] = frozenset({"llm_retry"})
+
 
 def delta_payload(event: StreamEvent) -> dict[str, Any]:
     """The provider event without its partial message: what a ``message_update`` ships."""

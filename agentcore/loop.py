@@ -10,11 +10,15 @@ One run::
     agent_start, turn_start, (message_start, message_end) per prompt
     repeat while the assistant calls tools or messages are pending:
         [turn_start], pending steering/follow-up messages
+        [compaction_start, compaction_end]                       when the context has grown too large
         message_start, message_update*, message_end            the assistant's response
         tool_execution_start/update/end per call                 end events in completion order
-        (message_start, message_end) per tool result             in the order the model asked
+        (message_start, message_end) per tool result             in the order the model asked: each
+                                                                 after its end event in a sequential
+                                                                 batch, after the whole batch in a
+                                                                 parallel one
         turn_end(message, tool_results)
-        poll steering
+        poll steering (unless aborted: then queued messages stay queued for the next run)
     poll follow-ups when the agent would otherwise stop
     agent_end(new messages)
 """
@@ -22,6 +26,7 @@ One run::
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,10 +70,20 @@ __all__ = [
     "agent_loop_continue",
     "default_convert_to_llm",
     "failed_message",
+    "skipping_first_poll",
     "stream_assistant_response",
 ]
 
 GetMessages = Callable[[], "Sequence[Message] | Awaitable[Sequence[Message]]"]
+EmitEvent = Callable[[AgentEvent], None]
+# compact_context(messages, signal, emit): compact the context before a model call when it has grown
+# too large, emitting compaction_start / compaction_end; returns the messages to go on with, or None.
+CompactContext = Callable[[list[Message], AbortSignal, EmitEvent], "Awaitable[Sequence[Message] | None]"]
+# activate_tools(names): the tools (of those named by tool results' ``added_tool_names``, not yet
+# active) that the caller knows and has activated; the next model call sees them.
+ActivateTools = Callable[
+    [list[str]], "Sequence[AgentTool | ToolSpec] | Awaitable[Sequence[AgentTool | ToolSpec]]"
+]
 ShouldStopAfterTurn = Callable[[AssistantMessage, list[ToolResultMessage]], "bool | Awaitable[bool]"]
 Emit = Callable[[AgentEvent], "None | Awaitable[None]"]
 
@@ -109,6 +124,24 @@ class AgentLoopConfig:
     session_id: str | None = None
     max_concurrent_tools: int = MAX_CONCURRENT_TOOL_CALLS
     should_stop_after_turn: ShouldStopAfterTurn | None = None
+    compact_context: CompactContext | None = None
+    activate_tools: ActivateTools | None = None
+
+
+def skipping_first_poll(get_messages: GetMessages) -> GetMessages:
+    """``get_messages`` whose first poll finds nothing: pi's rule for a run whose prompt is steering
+    taken from the queue (``continue_`` after an assistant message). Polling at once would pull the
+    next queued message into the same turn, against one-at-a-time."""
+    skipped = False
+
+    def poll() -> Sequence[Message] | Awaitable[Sequence[Message]]:
+        nonlocal skipped
+        if not skipped:
+            skipped = True
+            return []
+        return get_messages()
+
+    return poll
 
 
 def default_convert_to_llm(messages: list[Message]) -> list[Message]:
@@ -252,6 +285,10 @@ class _Run:
                         yield event
                 pending = []
 
+                if self.config.compact_context is not None and not self.signal.aborted:
+                    async for event in self._compact(self.config.compact_context):
+                        yield event
+
                 assistant: AssistantMessage | None = None
                 async for event in self.stream_response():
                     yield event
@@ -274,6 +311,7 @@ class _Run:
                     self.messages.extend(batch.results)
                     self.new_messages.extend(batch.results)
                     has_more_tool_calls = not batch.terminate
+                    await self._activate_added_tools(batch.results)
                 yield TurnEndEvent(message=assistant, tool_results=batch.results)
 
                 stop = self.config.should_stop_after_turn
@@ -288,9 +326,40 @@ class _Run:
         yield AgentEndEvent(messages=self.new_messages)
 
     async def _poll(self, getter: GetMessages | None) -> list[Message]:
-        if getter is None:
+        # pi checks the abort before it polls: an aborted run must not take queued messages it will
+        # never answer; they stay queued for the next ``continue_`` or ``prompt``.
+        if getter is None or self.signal.aborted:
             return []
         return list(await _maybe_await(getter()) or ())
+
+    async def _compact(self, compact: CompactContext) -> AsyncIterator[AgentEvent]:
+        compacted: list[Sequence[Message] | None] = [None]
+
+        async def work(emit: EmitEvent) -> None:
+            compacted[0] = await compact(list(self.messages), self.signal, emit)
+
+        async for event in _while_running(work):
+            yield event
+        if compacted[0] is not None:
+            self.messages = list(compacted[0])
+
+    async def _activate_added_tools(self, results: list[ToolResultMessage]) -> None:
+        """SPEC-3.2 ``added_tool_names``: tools a result names become available from the next call on."""
+        if self.config.activate_tools is None:
+            return
+        active = {tool.name for tool in self.tools}
+        wanted = list(
+            dict.fromkeys(
+                name for result in results for name in result.added_tool_names or () if name not in active
+            )
+        )
+        if not wanted:
+            return
+        activated = await _maybe_await(self.config.activate_tools(wanted))
+        added = [tool for tool in activated or () if tool.name not in active]
+        if added:
+            self.tools.extend(added)
+            self._tool_specs = None
 
     # ------------------------------------------------------------------------------ model calls
 
@@ -390,72 +459,67 @@ class _Run:
             (tool := tools.get(call.name)) is not None and tool.execution_mode == ToolExecutionMode.SEQUENTIAL
             for call in calls
         )
-        # Events come from concurrently running calls; one queue keeps them in the order they happened
-        # (so tool_execution_end follows completion order), and None marks the end of the batch.
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        outcomes: list[tuple[AgentToolResult, int] | None] = [None] * len(calls)
+        outcomes: list[tuple[AgentToolResult, ToolResultMessage] | None] = [None] * len(calls)
         truncated = assistant.stop_reason == "length"
         gate = asyncio.Semaphore(max(1, self.config.max_concurrent_tools))
 
-        async def run_call(index: int, call: ToolCall) -> None:
-            queue.put_nowait(
-                ToolExecutionStartEvent(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
-            )
-            result = await self._execute_call(call, tools.get(call.name), truncated, queue)
-            outcomes[index] = (result, self.runtime.now_ms())
-            queue.put_nowait(
+        async def run_call(index: int, call: ToolCall, emit: EmitEvent) -> None:
+            emit(ToolExecutionStartEvent(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+            result = await self._execute_call(call, tools.get(call.name), truncated, emit)
+            outcomes[index] = (result, self._result_message(call, result))
+            emit(
                 ToolExecutionEndEvent(
                     tool_call_id=call.id, tool_name=call.name, result=result, is_error=result.is_error
                 )
             )
 
-        async def gated(index: int, call: ToolCall) -> None:
-            async with gate:
-                await run_call(index, call)
+        if sequential:
+            # pi: a call's result message follows its end event at once, and the next call starts
+            # only after both were handled, so the state holds result 0 before tool 1 runs.
+            for index, call in enumerate(calls):
+                async for event in _while_running(functools.partial(run_call, index, call)):
+                    yield event
+                outcome = outcomes[index]
+                assert outcome is not None
+                for event in (MessageStartEvent(message=outcome[1]), MessageEndEvent(message=outcome[1])):
+                    yield event
+        else:
 
-        async def run_all() -> None:
-            try:
-                if sequential:
-                    for index, call in enumerate(calls):
-                        await run_call(index, call)
-                else:
-                    await asyncio.gather(*(gated(index, call) for index, call in enumerate(calls)))
-            finally:
-                queue.put_nowait(None)
+            async def gated(index: int, call: ToolCall, emit: EmitEvent) -> None:
+                async with gate:
+                    await run_call(index, call, emit)
 
-        runner = asyncio.ensure_future(run_all())
-        try:
-            while (event := await queue.get()) is not None:
+            async def run_all(emit: EmitEvent) -> None:
+                await asyncio.gather(*(gated(index, call, emit) for index, call in enumerate(calls)))
+
+            # end events in completion order, result messages after the batch in the order asked
+            async for event in _while_running(run_all):
                 yield event
-            await runner  # surfaces a bug in this module instead of hiding it behind missing results
-        finally:
-            if not runner.done():
-                runner.cancel()
-
-        for call, outcome in zip(calls, outcomes, strict=True):
-            assert outcome is not None
-            result, finished_at = outcome
-            message = ToolResultMessage(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                content=result.content,
-                details=result.details,
-                usage=result.usage,
-                added_tool_names=result.added_tool_names,
-                is_error=result.is_error,
-                timestamp=finished_at,
-            )
-            batch.results.append(message)
-            for event in (MessageStartEvent(message=message), MessageEndEvent(message=message)):
-                yield event
+            for outcome in outcomes:
+                assert outcome is not None
+                for event in (MessageStartEvent(message=outcome[1]), MessageEndEvent(message=outcome[1])):
+                    yield event
+        batch.results = [outcome[1] for outcome in outcomes if outcome is not None]
         batch.terminate = all(outcome is not None and outcome[0].terminate for outcome in outcomes)
+
+    def _result_message(self, call: ToolCall, result: AgentToolResult) -> ToolResultMessage:
+        return ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=result.content,
+            details=result.details,
+            usage=result.usage,
+            added_tool_names=result.added_tool_names,
+            is_error=result.is_error,
+            timestamp=self.runtime.now_ms(),
+        )
 
     async def _execute_call(
         self,
         call: ToolCall,
         tool: AgentTool | ToolSpec | None,
         truncated: bool,
-        queue: asyncio.Queue[AgentEvent | None],
+        emit: EmitEvent,
     ) -> AgentToolResult:
         if truncated:
             return error_result(
@@ -477,7 +541,7 @@ class _Run:
 
         def on_update(partial: AgentToolResult) -> None:
             if not settled:
-                queue.put_nowait(
+                emit(
                     ToolExecutionUpdateEvent(
                         tool_call_id=call.id, tool_name=call.name, args=call.arguments, partial_result=partial
                     )
@@ -492,3 +556,28 @@ class _Run:
         finally:
             settled = True
         return result
+
+
+async def _while_running(work: Callable[[EmitEvent], Awaitable[None]]) -> AsyncIterator[AgentEvent]:
+    """Run ``work(emit)`` and yield what it emits as it happens, until it ends.
+
+    Events come from concurrently running code (tool calls, a compaction); one queue keeps them in
+    the order they happened (so ``tool_execution_end`` follows completion order), and None marks
+    the end. Asyncio primitives only: inside a workflow its deterministic event loop schedules them.
+    """
+    queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+    async def run() -> None:
+        try:
+            await work(queue.put_nowait)
+        finally:
+            queue.put_nowait(None)
+
+    runner = asyncio.ensure_future(run())
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        await runner  # surfaces a failure in ``work`` instead of hiding it behind missing results
+    finally:
+        if not runner.done():
+            runner.cancel()

@@ -10,6 +10,7 @@ running workflow histories, so old histories must keep decoding after an upgrade
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -79,6 +80,29 @@ class ConversationLimits(WireModel):
     # interval, 80 ms) runs as a local activity first; one still running after that interval is
     # handed to a remote activity that streams it. False runs every call remotely.
     local_model_calls: bool = True
+
+    def refusal(
+        self, message_count: int, recent_times: Sequence[int], now_ms: int, incoming: int
+    ) -> str | None:
+        """Why ``incoming`` more messages must be refused (SPEC-9.1), or None. ``recent_times`` are
+        the times (ms) messages were accepted at; those older than a minute do not count."""
+        if message_count + incoming > self.max_messages:
+            return (
+                f"Conversation holds {message_count} messages; the limit is {self.max_messages} "
+                "(SPEC-9.1). Start a new session or fork this one."
+            )
+        recent = within_last_minute(recent_times, now_ms)
+        if len(recent) + incoming > self.max_messages_per_minute:
+            wait = 60 - (now_ms - recent[0]) / 1000 if recent else 60
+            return (
+                f"Over {self.max_messages_per_minute} messages per minute (SPEC-9.1); retry in {wait:.1f} s."
+            )
+        return None
+
+
+def within_last_minute(times: Sequence[int], now_ms: int) -> list[int]:
+    """The times (ms) of ``times`` less than a minute before ``now_ms``: the per-minute limit's window."""
+    return [t for t in times if now_ms - t < 60_000]
 
 
 class ConversationConfig(WireModel):

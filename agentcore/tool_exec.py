@@ -29,9 +29,15 @@ from .errors import (
 from .jsonschema import ROOT, InvalidSchemaError, format_path, validate
 from .messages import ToolCall
 from .runtime import AbortSignal
-from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult
+from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult, ToolSpec
 
-__all__ = ["error_result", "execute_tool", "execute_tool_with_timeout", "validate_arguments"]
+__all__ = [
+    "check_arguments_by_schema",
+    "error_result",
+    "execute_tool",
+    "execute_tool_with_timeout",
+    "validate_arguments",
+]
 
 OnUpdate = Callable[[AgentToolResult], Any]
 
@@ -59,14 +65,7 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
     """The arguments ``execute`` receives: a model instance when ``parameters`` is a pydantic model
     class, else the JSON value checked against the schema. Raises ``_InvalidArguments``."""
     parameters = tool.parameters
-    if (
-        isinstance(arguments, dict)
-        and len(arguments) == 1
-        and isinstance(arguments.get(RAW_ARGUMENTS_KEY), str)
-    ):
-        raise _InvalidArguments(
-            [(ROOT, f"arguments are not a JSON object: {arguments[RAW_ARGUMENTS_KEY]!r}")]
-        )
+    _refuse_raw_arguments(arguments)
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
         try:
             return parameters.model_validate(arguments)
@@ -87,12 +86,43 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
     )
 
 
+def _refuse_raw_arguments(arguments: Any) -> None:
+    if (
+        isinstance(arguments, dict)
+        and len(arguments) == 1
+        and isinstance(arguments.get(RAW_ARGUMENTS_KEY), str)
+    ):
+        raise _InvalidArguments(
+            [(ROOT, f"arguments are not a JSON object: {arguments[RAW_ARGUMENTS_KEY]!r}")]
+        )
+
+
+def check_arguments_by_schema(spec: ToolSpec, call: ToolCall) -> AgentToolResult | None:
+    """For a spec whose schema alone decides (``schema_checks_arguments``): the INVALID_PARAMETERS
+    result ``execute_tool`` would give ``call``, or None when its arguments are valid. Pure, so a
+    workflow can call it before it schedules the tool's activity."""
+    if not spec.schema_checks_arguments:
+        return None
+    try:
+        _refuse_raw_arguments(call.arguments)
+        problems = validate(call.arguments, spec.parameters)
+    except _InvalidArguments as exc:
+        return _invalid_parameters_result(spec.name, call.arguments, exc.problems)
+    except InvalidSchemaError as exc:  # a $ref to elsewhere, found unresolvable only now
+        problem = (ROOT, f"the tool's parameter schema cannot be used: {exc}")
+        return _invalid_parameters_result(spec.name, call.arguments, [problem])
+    if problems:
+        found = [(format_path(err.path), err.message) for err in problems]
+        return _invalid_parameters_result(spec.name, call.arguments, found)
+    return None
+
+
 def _invalid_parameters_result(
-    tool: AgentTool, arguments: Any, problems: list[tuple[str, str]]
+    tool_name: str, arguments: Any, problems: list[tuple[str, str]]
 ) -> AgentToolResult:
     received = orjson.dumps(arguments, option=orjson.OPT_INDENT_2, default=repr).decode()
     lines = "\n".join(f"  - {path}: {msg}" for path, msg in problems)
-    text = f'Validation failed for tool "{tool.name}":\n{lines}\n\nReceived arguments:\n{received}'
+    text = f'Validation failed for tool "{tool_name}":\n{lines}\n\nReceived arguments:\n{received}'
     return AgentToolResult.text(
         f"{INVALID_PARAMETERS}: {text}",
         details={
@@ -124,7 +154,7 @@ async def execute_tool(
     try:
         validated = validate_arguments(tool, arguments)
     except _InvalidArguments as exc:
-        return _invalid_parameters_result(tool, arguments, exc.problems)
+        return _invalid_parameters_result(tool.name, arguments, exc.problems)
 
     # Progress after the tool settled would describe a call that is already over: drop it.
     settled = False

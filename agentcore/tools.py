@@ -81,6 +81,11 @@ class ToolSpec(_ToolFields):
 
     model_config = WireModel.model_config
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    # True when ``parameters`` alone decides whether arguments are valid (a JSON schema, no
+    # ``prepare_arguments``): a durable conversation then refuses bad arguments itself, before it
+    # schedules the call, as the in-process runtime does. A pydantic model's lax parsing or a
+    # ``prepare_arguments`` runs only where the tool's code is, in its activity.
+    schema_checks_arguments: bool = False
 
 
 ToolUpdateCallback = Callable[[AgentToolResult], Any]
@@ -131,6 +136,8 @@ class AgentTool(_ToolFields):
             execution_mode=self.execution_mode,
             timeout_seconds=self.timeout_seconds,
             retry_safe=self.retry_safe,
+            schema_checks_arguments=self.prepare_arguments is None
+            and (self.parameters is None or isinstance(self.parameters, bool | dict)),
         )
 
 

@@ -30,7 +30,7 @@ from agentcore.session import FsyncPolicy, JsonlSessionStorage, MessageEntry, St
 from agentcore.session.entries import ActiveToolsChangeEntry, ModelChangeEntry
 
 from ._procs import children, cpu_seconds
-from .harness import Stack, TurnClock, pct, stack
+from .harness import BENCH_LIMITS, Stack, TurnClock, pct, stack
 from .worker_proc import NOOP, scripted_turn
 
 
@@ -67,7 +67,10 @@ async def _history(stack_: Stack, session_id: str) -> Any:
 
 async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> list[float]:
     """The same tool turn through the in-process ``Agent`` (same provider, same loopback server)."""
-    agent = Agent(model=model, tools=[NOOP], system_prompt="Be brief.", stream_fn=stream_fn)
+    # The durable conversations' limits: SPEC-9.1's 100 messages a minute would refuse the bench.
+    agent = Agent(
+        model=model, tools=[NOOP], system_prompt="Be brief.", stream_fn=stream_fn, limits=BENCH_LIMITS
+    )
     samples = []
     for index in range(turns + 10):
         started = time.perf_counter()

@@ -157,10 +157,17 @@ async def test_prompt_while_running_is_agent_busy() -> None:
 
 async def test_abort_mid_stream_keeps_partial_and_marks_aborted() -> None:
     agent = agent_with(ScriptedModel([text("a b c d e f g h i j")], chunks=10, delay=0.01))
-    running = asyncio.create_task(agent.prompt("talk"))
-    await asyncio.sleep(0.035)
-    agent.abort()
-    await running
+    deltas = 0
+
+    def abort_after_some_text(event: Any, signal: AbortSignal) -> None:
+        nonlocal deltas
+        if event.type == "message_update" and event.assistant_message_event.get("type") == "text_delta":
+            deltas += 1
+            if deltas == 3:  # on an event, not after a sleep: a loaded machine streams slower
+                agent.abort()
+
+    agent.subscribe(abort_after_some_text)
+    await agent.prompt("talk")
     last = agent.messages[-1]
     assert isinstance(last, AssistantMessage)
     assert last.stop_reason == "aborted"
@@ -398,3 +405,152 @@ def test_a_tool_name_is_checked_whole() -> None:
 
     with pytest.raises(PydanticValidationError):
         make_tool("foo\n")
+
+
+# ------------------------------------------------------------------------- pi's loop semantics
+
+
+async def test_abort_during_a_tool_batch_keeps_queued_steering_for_the_next_run() -> None:
+    started = asyncio.Event()
+
+    async def wait_for_abort(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> Any:
+        started.set()
+        await signal.wait()
+        return AgentToolResult.text("stopped")
+
+    model = ScriptedModel([tool_calls([("wait", {})]), text("Got the steer."), text("And the follow-up.")])
+    agent = agent_with(model, tools=[make_tool("wait", wait_for_abort)])
+    run = asyncio.create_task(agent.prompt("go"))
+    await started.wait()
+    agent.steer("change of plan")
+    agent.follow_up("and later this")
+    agent.abort()
+    await run
+    messages = agent.messages
+    assert not any(isinstance(m, UserMessage) and said(m) == "change of plan" for m in messages)
+    assert isinstance(messages[-1], AssistantMessage) and messages[-1].stop_reason == "aborted"
+    assert len(model.calls) == 1  # the model never saw the steer in the aborted run
+    assert agent.has_queued_messages()
+    await agent.continue_()
+    assert [said(m) for m in agent.messages[-4:]] == [
+        "change of plan",
+        "Got the steer.",
+        "and later this",
+        "And the follow-up.",
+    ]
+
+
+async def test_sequential_tool_results_reach_the_state_before_the_next_tool_runs() -> None:
+    agent: Agent
+    seen: list[list[str]] = []
+
+    async def look(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> Any:
+        seen.append([m.role for m in agent.get_state().messages])
+        return AgentToolResult.text(tool_call_id)
+
+    model = ScriptedModel([tool_calls([("look", {}), ("look", {})]), text("done")])
+    agent = agent_with(model, tools=[make_tool("look", look)], tool_execution="sequential")
+    order: list[str] = []
+    agent.subscribe(lambda event, signal: order.append(event.type))
+    await agent.prompt("go")
+    assert seen == [["user", "assistant"], ["user", "assistant", "toolResult"]]
+    batch = order[order.index("tool_execution_start") : order.index("turn_end")]
+    assert batch == ["tool_execution_start", "tool_execution_end", "message_start", "message_end"] * 2
+
+
+async def test_added_tool_names_activate_known_tools_for_the_next_model_call() -> None:
+    async def unlock(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> Any:
+        result = AgentToolResult.text("unlocked")
+        result.added_tool_names = ["secret", "nobody_knows_this"]
+        return result
+
+    model = ScriptedModel([tool_calls([("unlock", {})]), tool_calls([("secret", {})]), text("done")])
+    agent = agent_with(model, tools=[make_tool("unlock", unlock)], available_tools=[make_tool("secret")])
+    await agent.prompt("go")
+    assert [t.name for t in model.calls[0].tools] == ["unlock"]
+    assert [t.name for t in model.calls[1].tools] == ["unlock", "secret"]
+    assert [t.name for t in agent.tools] == ["unlock", "secret"]
+    result = agent.messages[-2]
+    assert result.role == "toolResult" and not result.is_error and said(result) == "secret ok"
+
+
+async def test_limits_refuse_a_prompt_over_the_message_limits() -> None:
+    from agentcore import RateLimitError
+    from agentcore.protocol import ConversationLimits
+
+    agent = agent_with(ScriptedModel(["a", "b", "c"]), limits=ConversationLimits(max_messages=2))
+    await agent.prompt("one")
+    with pytest.raises(RateLimitError):
+        await agent.prompt("two")  # 2 held + 1 incoming
+    assert len(agent.messages) == 2
+
+    per_minute = agent_with(ScriptedModel(["a", "b"]), limits=ConversationLimits(max_messages_per_minute=2))
+    await per_minute.prompt("one")
+    per_minute.steer("two")
+    with pytest.raises(RateLimitError):
+        await per_minute.prompt("three")
+
+
+async def test_limits_cap_concurrent_tool_calls() -> None:
+    from agentcore.protocol import ConversationLimits
+
+    running = 0
+    most = 0
+
+    async def busy(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return AgentToolResult.text("ok")
+
+    model = ScriptedModel([tool_calls([("busy", {})] * 5), text("done")])
+    agent = agent_with(
+        model, tools=[make_tool("busy", busy)], limits=ConversationLimits(max_concurrent_tools=2)
+    )
+    await agent.prompt("go")
+    assert most == 2
+
+
+async def test_in_process_auto_compaction_runs_before_the_model_call_events() -> None:
+    from agentcore.compaction import CompactionSettings
+    from agentcore.testing import scripted_model
+
+    small = scripted_model(context_window=400, max_tokens=100)
+    history: list[Message] = []
+    for index in range(6):
+        history.append(user(f"question {index} " + "word " * 40))
+        history.append(
+            AssistantMessage(
+                content=[{"type": "text", "text": f"answer {index} " + "word " * 40}],
+                api=small.api,
+                provider=small.provider,
+                model=small.id,
+                timestamp=1,
+            )
+        )
+    model = ScriptedModel([text("SUMMARY OF EARLIER WORK"), text("fresh answer")])
+    agent = Agent(
+        model=small,
+        stream_fn=model,
+        messages=history,
+        compaction=CompactionSettings(keep_recent_tokens=60),
+    )
+    order: list[str] = []
+    agent.subscribe(lambda event, signal: order.append(event.type))
+    await agent.prompt("next")
+    assert order[:6] == [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_end",
+        "compaction_start",
+        "compaction_end",
+    ]
+    assert order[6] == "message_start"
+    messages = agent.messages
+    assert "SUMMARY OF EARLIER WORK" in said(messages[0])
+    assert said(messages[-1]) == "fresh answer"
+    assert len(messages) < len(history) + 2
+    assert "SUMMARY OF EARLIER WORK" in said(model.calls[1].messages[0])

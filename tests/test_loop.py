@@ -582,3 +582,34 @@ async def test_stream_assistant_response_emits_and_appends() -> None:
     assert message.text == "yo"
     assert emitted[0] == "message_start" and emitted[-1] == "message_end"
     assert context.messages[-1] is message
+
+
+async def test_a_schema_checked_spec_refuses_bad_arguments_as_the_tool_pipeline_does() -> None:
+    from pydantic import BaseModel
+
+    from agentcore.messages import ToolCall
+    from agentcore.tool_exec import check_arguments_by_schema, execute_tool
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    tool = make_tool("count", parameters=schema)
+    assert tool.spec().schema_checks_arguments
+    bad = ToolCall(id="c1", name="count", arguments={"n": "three"})
+    refused = check_arguments_by_schema(tool.spec(), bad)
+    assert refused is not None and refused.is_error
+    assert refused == await execute_tool(tool, bad, AbortSignal(), lambda _: None)
+    assert check_arguments_by_schema(tool.spec(), ToolCall(id="c2", name="count", arguments={"n": 3})) is None
+
+    # Only where the schema alone decides: a pydantic model parses laxly ("3" is an int to it), and
+    # prepare_arguments runs where the tool's code is.
+    class Count(BaseModel):
+        n: int
+
+    lax = make_tool("count", parameters=Count)
+    prepared = make_tool("count", parameters=schema)
+    prepared.prepare_arguments = lambda args: {"n": int(args["n"])}
+    for tool in (lax, prepared):
+        assert not tool.spec().schema_checks_arguments
+        assert (
+            check_arguments_by_schema(tool.spec(), ToolCall(id="c3", name="count", arguments={"n": "3"}))
+            is None
+        )

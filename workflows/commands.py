@@ -76,10 +76,14 @@ class CommandHandlers(ConversationState):
         self._remember(request.id)
         last = self.transcript.last_message
         if isinstance(last, AssistantMessage):
-            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt.
-            queued = self._take_steering() or self._take_follow_up()
+            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt;
+            # steering taken as the prompt skips the run's first steering poll (one at a time).
+            steering = self._take_steering()
             self.pending_run = PendingRun(
-                id=request.id, kind="prompt", messages=queued, skip_initial_steering_poll=True
+                id=request.id,
+                kind="prompt",
+                messages=steering or self._take_follow_up(),
+                skip_initial_steering_poll=bool(steering),
             )
         else:
             self.pending_run = PendingRun(id=request.id, kind="continue")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,8 +31,14 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.events import (
         AgentEvent,
     )
-    from agentcore.loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue
-    from agentcore.messages import AssistantMessage
+    from agentcore.loop import (
+        AgentContext,
+        AgentLoopConfig,
+        agent_loop,
+        agent_loop_continue,
+        skipping_first_poll,
+    )
+    from agentcore.messages import AssistantMessage, Message
     from agentcore.protocol import (
         EVENTS_TOPIC,
         WORKFLOW_NAME,
@@ -48,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         ThinkingLevelChangeEntry,
     )
     from agentcore.session.stats import SessionStats
+    from agentcore.tools import ToolSpec
     from agentcore.transcript import Transcript, add_message_to_stats
 
 from . import policies
@@ -194,12 +202,18 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             tool_execution=self.config.tool_execution,
             runtime=self.runtime,
             convert_to_llm=messages_built_by_the_activity,
-            get_steering_messages=self._take_steering,
+            get_steering_messages=(
+                skipping_first_poll(self._take_steering)
+                if run.skip_initial_steering_poll
+                else self._take_steering
+            ),
             get_follow_up_messages=self._take_follow_up,
             max_concurrent_tools=self.limits.max_concurrent_tools,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
             session_id=self.session_id,
+            compact_context=self._compact_when_due,
+            activate_tools=self._activate_tools,
         )
         if run.kind == "prompt":
             events = agent_loop(list(run.messages), context, config, self.abort_signal)
@@ -224,6 +238,27 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 self._index_deferred = True
             else:
                 self._index()
+
+    async def _compact_when_due(
+        self, messages: list[Message], signal: AbortSignal, emit: Callable[[AgentEvent], None]
+    ) -> list[Message] | None:
+        """The loop's auto-compaction, before a model call's events begin (as in-process). The model
+        activity reads the context from the session file, so the loop's own copy only follows."""
+        if not self.compaction_due():
+            return None
+        await self.compact("threshold", emit=emit)
+        return list(self.transcript.messages)
+
+    async def _activate_tools(self, names: list[str]) -> list[ToolSpec]:
+        """Tools a tool result named (``added_tool_names``) that a worker registers become active,
+        recorded in the session as the new active set."""
+        specs, _unknown = await self._describe_tools(names)
+        if specs:
+            self.config.tools = [*self.config.tools, *specs]
+            self.transcript.add(
+                ActiveToolsChangeEntry(active_tools=[tool.name for tool in self.config.tools])
+            )
+        return specs
 
     def _apply(self, event: AgentEvent) -> None:
         """The state reducer (as pi's Agent): streaming message, transcript, pending tools, errors."""

@@ -53,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
     )
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
-    from agentcore.tool_exec import aborted_result, error_result
+    from agentcore.tool_exec import aborted_result, check_arguments_by_schema, error_result
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
 
 from . import policies
@@ -100,8 +100,6 @@ class TemporalRuntime:
         if signal is not None and signal.aborted:
             yield _stream_error(partial, "aborted", "Request was aborted")
             return
-        if conversation.compaction_due():
-            await conversation.compact("threshold")
         try:
             result, entry = await self._call_model(model, context, options, compact_on_overflow=True)
             if result.overflow:
@@ -260,6 +258,11 @@ class TemporalRuntime:
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
+        # Bad arguments are refused here, at once, as in-process: no activity for a call that
+        # cannot run, and its end event comes before the batch's other calls end.
+        refused = check_arguments_by_schema(spec, call)
+        if refused is not None:
+            return refused
         limits = self.conversation.limits
         opts = policies.tool_call(limits, spec.timeout_seconds, spec.retry_safe)
         tool_input = ToolCallInput(

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         PendingRun,
         QueuedMessage,
         SessionCreate,
+        within_last_minute,
     )
     from agentcore.runtime import AbortSignal
     from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
@@ -290,26 +291,15 @@ class ConversationState:
             self.seen_ids.popitem(last=False)
 
     def _check_rate(self, incoming: int) -> None:
-        limits = self.limits
-        if self.transcript.message_count + incoming > limits.max_messages:
-            raise _refuse(
-                errors.RATE_LIMITED,
-                f"Conversation holds {self.transcript.message_count} messages; the limit is {limits.max_messages} "
-                "(SPEC-9.1). Start a new session or fork this one.",
-            )
-        now = now_ms()
-        recent = [t for t in self.recent_message_times if now - t < 60_000]
-        if len(recent) + incoming > limits.max_messages_per_minute:
-            wait = 60 - (now - recent[0]) / 1000 if recent else 60
-            raise _refuse(
-                errors.RATE_LIMITED,
-                f"Over {limits.max_messages_per_minute} messages per minute (SPEC-9.1); retry in {wait:.1f} s.",
-            )
+        refusal = self.limits.refusal(
+            self.transcript.message_count, self.recent_message_times, now_ms(), incoming
+        )
+        if refusal is not None:
+            raise _refuse(errors.RATE_LIMITED, refusal)
 
     def _count_messages(self, count: int) -> None:
         now = now_ms()
-        self.recent_message_times = [t for t in self.recent_message_times if now - t < 60_000]
-        self.recent_message_times.extend([now] * count)
+        self.recent_message_times = [*within_last_minute(self.recent_message_times, now), *[now] * count]
 
     def _refuse_if_rolling_over(self) -> None:
         if self.rolling_over:

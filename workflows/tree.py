@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -9,6 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore import errors
     from agentcore.compaction import compaction_end_event, estimate_context_tokens, should_compact
     from agentcore.events import (
+        AgentEvent,
         CompactionEndEvent,
         CompactionReason,
         CompactionStartEvent,
@@ -48,11 +51,20 @@ class TreeHandlers(ConversationState):
         return settings.enabled and should_compact(self.transcript.messages, self.config.model, settings)
 
     async def compact(
-        self, reason: CompactionReason, instructions: str | None = None, *, will_retry: bool = False
+        self,
+        reason: CompactionReason,
+        instructions: str | None = None,
+        *,
+        will_retry: bool = False,
+        emit: Callable[[AgentEvent], None] | None = None,
     ) -> CompactionEndEvent:
-        """Summarise the older part of the path (an activity) and go on from the compacted context."""
+        """Summarise the older part of the path (an activity) and go on from the compacted context.
+
+        Its events go to ``emit`` (the agent loop's, for an auto-compaction, so they take their
+        place in the run's events), else straight to subscribers."""
+        publish = emit or self._publish
         tokens_before = estimate_context_tokens(self.transcript.messages)
-        self._publish(CompactionStartEvent(reason=reason))
+        publish(CompactionStartEvent(reason=reason))
         entries = list(self.transcript.unwritten)
         try:
             result: CompactResult = await workflow.execute_activity(
@@ -78,7 +90,7 @@ class TreeHandlers(ConversationState):
             end = CompactionEndEvent(
                 reason=reason, tokens_before=tokens_before, error_message=str(err.cause or err)
             )
-            self._publish(end)
+            publish(end)
             return end
         self.transcript.mark_written(entries)
         self.session_created = True
@@ -89,7 +101,7 @@ class TreeHandlers(ConversationState):
             self.transcript.leaf_id = result.entry.id
             self.stats = add_entry_usage_to_stats(self.stats, result.entry)
             end = compaction_end_event(result.entry, reason=reason, will_retry=will_retry)
-        self._publish(end)
+        publish(end)
         self._set_details()
         return end
 
