@@ -3,8 +3,8 @@
 Two layers, because either alone has failed somewhere before: ``markdown-it-py`` with ``html=False``
 turns any tag a model writes (``<script>``, ``<img onerror=...>``) into visible text and refuses
 ``javascript:`` links; ``nh3`` (the Ammonia sanitiser) then keeps only the tags and attributes a chat
-answer needs, so a renderer bug cannot put markup on the page either. Images are dropped: a remote
-image in an answer would let a model (or a prompt injection) make the browser call out.
+answer needs, so a renderer bug cannot put markup on the page either. Images stay links: a remote
+image shown inline would let a model (or a prompt injection) make the browser call out unasked.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True}).enable(
-        ["table", "strikethrough"]
+    return (
+        MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": True})
+        .enable(["table", "strikethrough"])
+        .disable("image")
     )
 
 
