@@ -117,6 +117,8 @@ class ChatSession:
         self.out = out or sys.stdout
         self.printer: EventPrinter | RichPrinter = RichPrinter(self.out) if pretty else EventPrinter(self.out)
         self._turn_running = False
+        self._prompt_accepted = False
+        self._abort_when_accepted = False
         self._quit = False
 
     def _say(self, text: str) -> None:
@@ -127,7 +129,10 @@ class ChatSession:
     def _on_interrupt(self) -> None:
         if self._turn_running:
             self._say("^C aborting the turn...")
-            asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+            if self._prompt_accepted:
+                asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+            else:
+                self._abort_when_accepted = True  # Ctrl-C came while the prompt was on its way
         else:
             self._quit = True
             self.lines.interrupt()
@@ -183,22 +188,29 @@ class ChatSession:
                 self._say("  [steering message queued]")
 
     async def turn(self, text: str) -> None:
-        start = await self.agent.event_offset()
+        # The turn is the user's from Enter on: Ctrl-C from then aborts it rather than leaving.
+        self._turn_running, self._prompt_accepted, self._abort_when_accepted = True, False, False
+        self.printer.begin()
+        typing: asyncio.Future[None] | None = None
         try:
-            await self.agent.prompt(text)
-        except AgentBusyError:
-            self._say("  [the agent is busy with another run; /steer or /followup instead]")
-            return
-        self._turn_running = True
-        typing = asyncio.ensure_future(self._typed_during_turn()) if self.lines.interactive else None
-        try:
+            start = await self.agent.event_offset()
+            try:
+                await self.agent.prompt(text)
+            except AgentBusyError:
+                self.printer.stop()
+                self._say("  [the agent is busy with another run; /steer or /followup instead]")
+                return
+            self._prompt_accepted = True
+            if self.lines.interactive:
+                typing = asyncio.ensure_future(self._typed_during_turn())
             async for _, event in self.agent.events(start):
+                if event.type == "agent_start" and self._abort_when_accepted:
+                    asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
                 if self.printer.handle(event):
                     break
         finally:
             self._turn_running = False
-            if isinstance(self.printer, RichPrinter):
-                self.printer.stop()
+            self.printer.stop()
             if typing is not None:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -6,7 +6,7 @@ seconds since the model was asked (until its first token) or since a tool starte
 italics, and the answer so far as Markdown. Whatever has finished is printed above it for good.
 
 ``PromptLines`` reads the user's lines with prompt-toolkit: line editing, a history kept across
-chats in the data directory (Up recalls the last line), Alt+Enter (or Ctrl-J) for a new line.
+chats in the data directory (Up recalls the last line), Alt+Enter for a new line.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
@@ -47,6 +48,7 @@ class RichPrinter:
         self._waiting_since = time.monotonic()
         self._tools: dict[str, tuple[str, str]] = {}  # running: id -> (name, progress)
         self._tool_args: dict[str, object] = {}
+        self._spinner = Spinner("dots")
 
     # ------------------------------------------------------------------------------- live region
 
@@ -74,8 +76,12 @@ class RichPrinter:
             label = f"running {names}" + (f": {progress}" if progress else "")
         if label:
             elapsed = time.monotonic() - self._waiting_since
-            parts.append(Spinner("dots", Text(f"{label}… {elapsed:.1f}s", style="cyan")))
-        return Group(*parts)
+            # One spinner for the printer's life: its frame follows the time since it was made.
+            self._spinner.update(text=Text(f"{label}… {elapsed:.1f}s", style="cyan"))
+            parts.append(self._spinner)
+        # A right margin: a line exactly as wide as the terminal leaves the cursor in its "pending
+        # wrap" state, and the region's redraw then misplaces a line.
+        return Padding(Group(*parts), (0, 1, 0, 0))
 
     def _start_live(self) -> None:
         if self._live is None and self.console.is_terminal:
@@ -89,6 +95,12 @@ class RichPrinter:
             )
             self._live.start()
 
+    def begin(self) -> None:
+        """A prompt was sent: the spinner runs from now until the first token."""
+        self._wait_for("thinking")
+        self._waiting_since = time.monotonic()
+        self._start_live()
+
     def stop(self) -> None:
         if self._live is not None:
             self._live.stop()
@@ -100,18 +112,26 @@ class RichPrinter:
         self.console.print(Text(text, style="yellow"))
 
     def _finish_text(self) -> None:
-        if self._thinking.strip():
-            self.console.print(Text(self._thinking.strip(), style="dim italic"))
-        if self._text.strip():
-            self.console.print(Markdown(self._text))
+        # Cleared before printing: printing redraws the live region, which must not show it again.
+        thinking, text = self._thinking.strip(), self._text
         self._text = self._thinking = ""
+        if thinking:
+            self.console.print(Text(thinking, style="dim italic"))
+        if text.strip():
+            self.console.print(Markdown(text))
 
     def _tool_panel(self, name: str, args: object, result: str, is_error: bool) -> Panel:
         lines = result.strip().splitlines() or ["(no output)"]
         shown = "\n".join(lines[:PANEL_LINES])
-        body = Text(shown, style="red" if is_error else "")
-        if len(lines) > PANEL_LINES:
-            body.append(f"\n… +{len(lines) - PANEL_LINES} lines", style="dim")
+        more = Text(f"… +{len(lines) - PANEL_LINES} lines", style="dim") if len(lines) > PANEL_LINES else None
+        body: RenderableType
+        if not is_error and any(line.startswith("|") for line in lines):
+            # A Markdown table (what search tools tend to answer): drawn as a table, whole.
+            body, more = Markdown(result.strip()), None
+        else:
+            body = Text(shown, style="red" if is_error else "")
+        if more is not None:
+            body = Group(body, more)
         title = Text.assemble(("✗ " if is_error else "✓ ", "red" if is_error else "green"), (name, "bold"))
         if args:
             title.append(f"({format_arguments(args)})", style="dim")
@@ -187,8 +207,9 @@ class PromptLines:
         history_path.parent.mkdir(parents=True, exist_ok=True)
         bindings = KeyBindings()
 
+        # Not Ctrl-J: Enter typed ahead, before the prompt has the terminal in raw mode, arrives
+        # translated to a line feed (Ctrl-J) and must still send the message.
         @bindings.add("escape", "enter")
-        @bindings.add("c-j")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
@@ -208,7 +229,8 @@ class PromptLines:
         if self._closed:
             return None
         try:
-            return await self.session.prompt_async([("bold ansigreen", "you> ")])
+            # The chat owns SIGINT (Ctrl-C aborts a running turn): prompt-toolkit must not take it over.
+            return await self.session.prompt_async([("bold ansigreen", "you> ")], handle_sigint=False)
         except (EOFError, KeyboardInterrupt):
             return None
         except asyncio.CancelledError:
