@@ -67,6 +67,7 @@ README_COMMANDS: dict[str, str] = {
     KEYGEN: "run",
     "agentcore dev": "run",
     "agentcore codec-server --port 8081 --origin http://localhost:8080": "serve",
+    "agentcore web --port 8780": "serve",
 }
 
 # What each command prints when it works (stdout and stderr together).
@@ -82,6 +83,7 @@ EXPECTED = {
     "TEMPORAL_ADDRESS=temporal.example.internal:7233 AGENTCORE_SESSIONS_DIR=/mnt/sessions agentcore worker": "worker on",
     "agentcore events cellar-demo --follow --from 40": '"offset":40,',
     "agentcore codec-server --port 8081 --origin http://localhost:8080": "codec server on",
+    "agentcore web --port 8780": "web chat at http://127.0.0.1:",
 }
 
 
@@ -176,6 +178,7 @@ async def _serve_until(command: str, env: dict[str, str], cwd: Path, marker: str
     return output
 
 
+@pytest.mark.timeout(300)  # twenty-odd CLI processes, each a Python start-up
 async def test_cli_commands_against_a_demo_deployment(temporal_client: Client, tmp_path: Path) -> None:
     async with demo_deployment(temporal_client, tmp_path, data_dir=tmp_path / ".agentcore") as deployment:
         agent = await deployment.start_demo("cellar-demo")

@@ -105,6 +105,7 @@ async def test_start_a_conversation_and_watch_a_tool_turn_stream(
     await send(browser, "Sounds perfect. How much would six bottles cost with our 10% club discount?")
     await browser.wait_for("return document.body.innerText.includes('$405.00')", what="the second answer")
     await runs_ended(browser, 2)
+    await browser.js("window.scrollTo(0, 0)")
     await screenshot(browser, tmp_path, "web-chat.png")
 
     # The list shows it, from the search attributes (eventually consistent: waited for).
