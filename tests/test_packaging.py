@@ -26,6 +26,9 @@ def test_the_wheel_installs_only_the_agentcore_package(tmp_path: Path) -> None:
     assert top_level == {"agentcore"}
     for module in ("workflows/conversation.py", "activities/llm.py", "worker.py", "py.typed"):
         assert f"agentcore/{module}" in names, module
+    # The web chat's page and assets ship inside the package (nothing from a CDN, no build step).
+    for asset in ("index.html", "app.js", "app.css", "favicon.svg"):
+        assert f"agentcore/web/static/{asset}" in names, asset
 
 
 def test_the_edge_imports_under_the_library_name() -> None:
