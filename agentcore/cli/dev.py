@@ -219,7 +219,7 @@ async def _web_chat(
         link: str | None = None
         try:
             link = await stack.enter_async_context(
-                serving_web(args, agents, resolve_model, list(DEMO_TOOL_NAMES), temporal_ui_url)
+                serving_web(args, agents, resolve_model, model, list(DEMO_TOOL_NAMES), temporal_ui_url)
             )
             _progress(f"web chat at {link}")
         except CliError as err:

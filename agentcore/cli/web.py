@@ -42,8 +42,14 @@ def add_web_options(parser: argparse.ArgumentParser, *, port_flags: tuple[str, .
     )
 
 
-def model_suggestions() -> list[str]:
-    return ["demo", *(f"{provider}/{model_id}" for provider, models in MODELS.items() for model_id in models)]
+def model_suggestions(default: Model) -> list[str]:
+    """The "new conversation" form's models: ``default`` (the one this command would use) first."""
+    first = "demo" if default.provider == "demo" else f"{default.provider}/{default.id}"
+    catalog = [
+        "demo",
+        *(f"{provider}/{model_id}" for provider, models in MODELS.items() for model_id in models),
+    ]
+    return [first, *(spec for spec in catalog if spec != first)]
 
 
 @asynccontextmanager
@@ -51,6 +57,7 @@ async def serving_web(
     args: argparse.Namespace,
     agents: AgentClient,
     resolve_model: Callable[[str], Model],
+    default_model: Model,
     tools: list[str],
     temporal_ui_url: str | None,
 ) -> AsyncIterator[str]:
@@ -59,7 +66,7 @@ async def serving_web(
 
     settings = WebSettings(
         resolve_model=resolve_model,
-        models=model_suggestions(),
+        models=model_suggestions(default_model),
         tools=tools,
         system_prompt=DEMO_SYSTEM_PROMPT,
         token=args.token or None,
@@ -89,8 +96,12 @@ async def cmd_web(args: argparse.Namespace) -> int:
     def resolve_model(spec: str) -> Model:
         return choose_model(spec, args.base_url, args.demo_port)
 
+    try:
+        default_model = choose_model(args.model, args.base_url, args.demo_port)
+    except ValueError as err:
+        raise CliError(str(err), exit_code=2) from None
     tools = list(args.tool or DEMO_TOOL_NAMES)
-    async with serving_web(args, agents, resolve_model, tools, args.temporal_ui) as link:
+    async with serving_web(args, agents, resolve_model, default_model, tools, args.temporal_ui) as link:
         print(f"web chat at {link} (Ctrl-C stops it)", file=sys.stderr, flush=True)
         await asyncio.Event().wait()
     return 0
