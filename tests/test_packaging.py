@@ -28,6 +28,9 @@ def test_the_wheel_installs_only_the_agentcore_package(tmp_path: Path) -> None:
         assert f"agentcore/{module}" in names, module
     # The MIT licence travels with the wheel (setuptools picks LICENSE up by its name).
     assert any(name.split("/")[0].endswith(".dist-info") and name.endswith("/LICENSE") for name in names)
+    # The web chat's page and assets ship inside the package (nothing from a CDN, no build step).
+    for asset in ("index.html", "app.js", "app.css", "favicon.svg"):
+        assert f"agentcore/web/static/{asset}" in names, asset
 
 
 def test_the_edge_imports_under_the_library_name() -> None:

@@ -90,6 +90,7 @@ README_COMMANDS: dict[str, str] = {
     OBSERVED_WORKER: "serve",
     MCP_WORKER: "mcp",
     "agentcore dev --mcp-config mcp.json": "mcp",
+    "agentcore web --port 8780": "serve",
 }
 
 # What each command prints when it works (stdout and stderr together).
@@ -104,6 +105,7 @@ EXPECTED = {
     "agentcore events cellar-demo --follow --from 40": '"offset":40,',
     "agentcore codec-server --port 8081 --origin http://localhost:8080": "codec server on",
     OBSERVED_WORKER: '"message": "metrics on http://',
+    "agentcore web --port 8780": "web chat at http://127.0.0.1:",
 }
 
 

@@ -4,6 +4,7 @@
     agentcore worker                    a worker for a cluster (TEMPORAL_* variables or flags)
         [--mcp NAME=COMMAND_OR_URL] [--mcp-config FILE]   ... with MCP servers' tools (dev too)
     agentcore chat [SESSION]            talk to a conversation (starts it if new)
+    agentcore web                       the web chat: list, start and talk to conversations
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
     agentcore state SESSION             status, model, messages, queues, usage
     agentcore events SESSION [--follow] [--from N]
@@ -49,6 +50,7 @@ from .commands import (
 )
 from .dev import DEFAULT_DEMO_PORT, run_dev, run_worker
 from .tree import add_tree_commands
+from .web import add_web_options, cmd_web
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
@@ -246,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--once", action="append", metavar="TEXT", help="ask TEXT (repeatable) and exit")
     dev.add_argument("--no-chat", action="store_true", help="serve only (server, worker, demo model)")
     dev.add_argument("--fast", action="store_true", help="demo model streams without pacing")
+    dev.add_argument(
+        "--plain", action="store_true", help="plain text chat (the default when stdout is no terminal)"
+    )
+    dev.add_argument("--no-web", action="store_true", help="do not serve the web chat")
+    add_web_options(dev, port_flags=("--web-port",))
     _model_options(dev)
     _mcp_options(dev)
 
@@ -286,7 +293,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--attach-only", action="store_true", help="fail with AGENT_NOT_FOUND instead of starting"
     )
     chat.add_argument("--once", action="append", metavar="TEXT", help="ask TEXT (repeatable) and exit")
+    chat.add_argument(
+        "--plain", action="store_true", help="plain text (the default when stdout is no terminal)"
+    )
     _model_options(chat)
+
+    web = command("web", cmd_web, "the web chat: list, start and talk to conversations in a browser")
+    add_web_options(web, port_flags=("--port", "--web-port"))
+    web.add_argument(
+        "--tool", action="append", help="a tool the workers have, offered for new conversations (repeatable)"
+    )
+    web.add_argument(
+        "--temporal-ui",
+        default=os.environ.get("AGENTCORE_TEMPORAL_UI"),
+        help="the Temporal Web UI's address, to link each conversation's workflow (AGENTCORE_TEMPORAL_UI)",
+    )
+    _model_options(web)
 
     send = command("send", cmd_send, "prompt a running conversation")
     send.add_argument("session")

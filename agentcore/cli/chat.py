@@ -9,20 +9,27 @@ kept with ``stop_reason="aborted"``) and waits for the run to end; the conversat
 prompt, Ctrl-C or end of input leaves. On a terminal, lines typed while a turn runs are steering
 messages (``/followup ...`` queues a follow-up instead); piped input is read only between turns, so a
 script of questions is asked one turn at a time.
+
+On a terminal the chat is drawn with rich and read with prompt-toolkit (``pretty``: Markdown, a
+spinner, tool panels, line editing and history; see ``pretty.py``). ``--plain``, or an output that
+is not a terminal, keeps the plain lines above, which scripts and pipes rely on.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import signal
 import sys
 import threading
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TextIO
 
 from ..client import DurableAgent
 from ..errors import AgentBusyError, AgentError
+from .pretty import HISTORY_FILE, PromptLines, RichPrinter
 from .render import EventPrinter, format_state
 
 HELP = """\
@@ -56,6 +63,9 @@ class LineSource:
     async def next(self) -> str | None:
         return await self.queue.get()
 
+    def interrupt(self) -> None:
+        self.queue.put_nowait(None)
+
 
 class ScriptedLines:
     """A fixed list of user lines (``--demo-script``, ``--once``), echoed as if typed."""
@@ -76,16 +86,39 @@ class ScriptedLines:
             self.out.flush()
         return line
 
+    def interrupt(self) -> None:
+        self.queue.put_nowait(None)
+
+
+def pretty_output(args: argparse.Namespace, out: TextIO | None = None) -> bool:
+    """Draw the chat with rich unless ``--plain`` or the output is not a terminal (a pipe, a file)."""
+    stream = out or sys.stdout
+    return not getattr(args, "plain", False) and bool(getattr(stream, "isatty", lambda: False)())
+
+
+def line_source(data_dir: Path, pretty: bool) -> LineSource | PromptLines:
+    """prompt-toolkit's editor (history in ``data_dir``) on a terminal, else lines from stdin."""
+    if pretty and sys.stdin.isatty():
+        return PromptLines(data_dir / HISTORY_FILE)
+    return LineSource()
+
 
 class ChatSession:
     def __init__(
-        self, agent: DurableAgent, lines: LineSource | ScriptedLines, out: TextIO | None = None
+        self,
+        agent: DurableAgent,
+        lines: LineSource | ScriptedLines | PromptLines,
+        out: TextIO | None = None,
+        *,
+        pretty: bool = False,
     ) -> None:
         self.agent = agent
         self.lines = lines
         self.out = out or sys.stdout
-        self.printer = EventPrinter(self.out)
+        self.printer: EventPrinter | RichPrinter = RichPrinter(self.out) if pretty else EventPrinter(self.out)
         self._turn_running = False
+        self._prompt_accepted = False
+        self._abort_when_accepted = False
         self._quit = False
 
     def _say(self, text: str) -> None:
@@ -96,10 +129,13 @@ class ChatSession:
     def _on_interrupt(self) -> None:
         if self._turn_running:
             self._say("^C aborting the turn...")
-            asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+            if self._prompt_accepted:
+                asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+            else:
+                self._abort_when_accepted = True  # Ctrl-C came while the prompt was on its way
         else:
             self._quit = True
-            self.lines.queue.put_nowait(None)
+            self.lines.interrupt()
 
     @contextlib.contextmanager
     def _interrupts(self) -> Iterator[None]:
@@ -152,20 +188,29 @@ class ChatSession:
                 self._say("  [steering message queued]")
 
     async def turn(self, text: str) -> None:
-        start = await self.agent.event_offset()
+        # The turn is the user's from Enter on: Ctrl-C from then aborts it rather than leaving.
+        self._turn_running, self._prompt_accepted, self._abort_when_accepted = True, False, False
+        self.printer.begin()
+        typing: asyncio.Future[None] | None = None
         try:
-            await self.agent.prompt(text)
-        except AgentBusyError:
-            self._say("  [the agent is busy with another run; /steer or /followup instead]")
-            return
-        self._turn_running = True
-        typing = asyncio.ensure_future(self._typed_during_turn()) if self.lines.interactive else None
-        try:
+            start = await self.agent.event_offset()
+            try:
+                await self.agent.prompt(text)
+            except AgentBusyError:
+                self.printer.stop()
+                self._say("  [the agent is busy with another run; /steer or /followup instead]")
+                return
+            self._prompt_accepted = True
+            if self.lines.interactive:
+                typing = asyncio.ensure_future(self._typed_during_turn())
             async for _, event in self.agent.events(start):
+                if event.type == "agent_start" and self._abort_when_accepted:
+                    asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
                 if self.printer.handle(event):
                     break
         finally:
             self._turn_running = False
+            self.printer.stop()
             if typing is not None:
                 typing.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -184,7 +184,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 
 async def cmd_chat(args: argparse.Namespace) -> int:
-    from .chat import ChatSession, LineSource, ScriptedLines
+    from .chat import ChatSession, ScriptedLines, line_source, pretty_output
     from .dev import attach_or_start, choose_model
 
     agents = await agents_for(args)
@@ -199,8 +199,9 @@ async def cmd_chat(args: argparse.Namespace) -> int:
         else await attach_or_start(agents, session_id, model)
     )
     cli_logger().info(f"session {session_id}; /help for commands, Ctrl-C aborts a turn")
-    lines = ScriptedLines(args.once, sys.stdout) if args.once else LineSource()
-    await ChatSession(agent, lines).run()
+    pretty = pretty_output(args)
+    lines = ScriptedLines(args.once, sys.stdout) if args.once else line_source(Path(args.data_dir), pretty)
+    await ChatSession(agent, lines, pretty=pretty).run()
     if args.once:
         await agent.wait_for_idle(timeout=60)
     return 0

@@ -194,7 +194,7 @@ def mcp_servers(args: argparse.Namespace) -> list[MCPServerSpec]:
 async def run_dev(args: argparse.Namespace) -> int:
     from agentcore.worker import create_worker
 
-    from .chat import ChatSession, LineSource, ScriptedLines
+    from .chat import ChatSession, ScriptedLines, line_source, pretty_output
 
     data_dir = Path(args.data_dir)
     sessions_dir = Path(args.sessions_dir) if args.sessions_dir else data_dir / "sessions"
@@ -221,24 +221,61 @@ async def run_dev(args: argparse.Namespace) -> int:
             )
             await stack.enter_async_context(worker)
             _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
+            agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
+            scripted = bool(args.demo_script or args.once)
+            web_link = None
+            if not (args.no_web or scripted):
+                web_link = await stack.enter_async_context(_web_chat(args, agents, model, ui_url))
             if args.no_chat:
                 _progress("serving until Ctrl-C")
                 await asyncio.Event().wait()
                 return 0
-            agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
             session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
             extra_tools = [f"mcp:{server.name}" for server in servers]
             agent = await attach_or_start(agents, session_id, model, extra_tools)
             ui_link = f"  ({ui_url}/namespaces/{client.namespace}/workflows/{session_id})" if ui_url else ""
             _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
-            if args.demo_script or args.once:
+            if web_link is not None:
+                _progress(f"this conversation in the browser: {_chat_link(web_link, session_id)}")
+            pretty = pretty_output(args)
+            if scripted:
                 lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
-                await ChatSession(agent, lines).run()
+                await ChatSession(agent, lines, pretty=pretty).run()
                 await agent.wait_for_idle(timeout=60)
             else:
-                await ChatSession(agent, LineSource()).run()
+                await ChatSession(agent, line_source(data_dir, pretty), pretty=pretty).run()
             _progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
     return 0
+
+
+@contextlib.asynccontextmanager
+async def _web_chat(
+    args: argparse.Namespace, agents: AgentClient, model: Model, temporal_ui_url: str | None
+) -> AsyncIterator[str | None]:
+    """The web chat beside the terminal one; a port in use costs only the web chat (with a warning)."""
+    from .web import serving_web
+
+    def resolve_model(spec: str) -> Model:
+        # The demo model is the one this process serves, wherever its port ended up.
+        return (
+            model if spec == "demo" and needs_demo_server(model) else choose_model(spec, None, args.demo_port)
+        )
+
+    async with contextlib.AsyncExitStack() as stack:
+        link: str | None = None
+        try:
+            link = await stack.enter_async_context(
+                serving_web(args, agents, resolve_model, model, list(DEMO_TOOL_NAMES), temporal_ui_url)
+            )
+            _progress(f"web chat at {link}")
+        except CliError as err:
+            _progress(f"no web chat: {err}")
+        yield link
+
+
+def _chat_link(link: str, session_id: str) -> str:
+    base, _, query = link.partition("?")
+    return f"{base.rstrip('/')}/c/{session_id}" + (f"?{query}" if query else "")
 
 
 async def attach_or_start(

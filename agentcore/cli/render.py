@@ -62,6 +62,12 @@ class EventPrinter:
         self._end_text()
         self._write(text + "\n")
 
+    def begin(self) -> None:
+        """A prompt was sent (plain output shows nothing until the first event)."""
+
+    def stop(self) -> None:
+        """The turn is over (plain output leaves nothing open)."""
+
     def handle(self, event: AgentEvent) -> bool:
         if event.type == "message_update":
             delta = event.assistant_message_event

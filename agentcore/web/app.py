@@ -1,0 +1,352 @@
+"""The web chat's ASGI app: a Temporal client, like the CLI, behind a small JSON + SSE API.
+
+    GET  /                                 conversations (the page; the list is /api/conversations)
+    GET  /c/{session}                      one conversation (the same page)
+    GET  /api/config                       models, tools and thinking levels for "new conversation"
+    GET  /api/conversations                the list, from the workflows' search attributes
+    POST /api/conversations                start one: model, tools, system prompt, thinking level
+    GET  /api/conversations/{session}      snapshot: transcript, streaming answer, next event offset
+    GET  /api/conversations/{session}/events     Server-Sent Events from ?from=N or Last-Event-ID
+    POST /api/conversations/{session}/messages   prompt when idle, steer while running, or follow up
+    GET  /api/conversations/{session}/queues     steering and follow-up messages not yet taken
+    POST /api/conversations/{session}/abort
+    POST /api/conversations/{session}/branch     {"entry_id"}: continue from an earlier message
+    POST /api/conversations/{session}/fork       {"entry_id"}: a new conversation up to that message
+
+Each SSE event's id is the conversation's event offset, so a browser that reconnects (a dropped
+connection) sends ``Last-Event-ID`` and continues with the next event: nothing lost, nothing twice.
+A reload asks for the snapshot again, whose ``event_offset`` is where its events continue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..client import AgentClient, DurableAgent, SessionSummary
+from ..errors import AgentBusyError, AgentError, AgentNotFoundError
+from ..model import Model, ThinkingLevel
+from ..state import AgentOptions
+from .security import Guard
+from .views import event_view, queued_view, state_view
+
+STATIC_DIR = Path(__file__).parent / "static"
+# Between keep-alive comments on a quiet event stream: proxies drop idle connections after 30-60 s.
+SSE_PING_SECONDS = 15
+
+
+@dataclass
+class WebSettings:
+    """What the app offers and links to. ``resolve_model`` turns the model field of the "new
+    conversation" form (``demo``, ``provider/model-id``) into a ``Model``."""
+
+    resolve_model: Callable[[str], Model]
+    models: list[str] = field(default_factory=lambda: ["demo"])
+    tools: list[str] = field(default_factory=list)
+    default_tools: list[str] | None = None
+    system_prompt: str = ""
+    token: str | None = None
+    temporal_ui_url: str | None = None
+
+
+class JsonError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code = status, code
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def _error_status(err: AgentError) -> int:
+    if isinstance(err, AgentNotFoundError):
+        return 404
+    if isinstance(err, AgentBusyError) or err.code == "AGENT_EXISTS":
+        return 409
+    return 400
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    # JSON only: a cross-site HTML form can send form-encoded or text bodies, never JSON, without a
+    # CORS preflight that this app never answers.
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise JsonError(415, "UNSUPPORTED_MEDIA_TYPE", "send application/json")
+    try:
+        body = orjson.loads(await request.body())
+    except orjson.JSONDecodeError as err:
+        raise JsonError(400, "INVALID_JSON", f"the body is not JSON ({err})") from None
+    if not isinstance(body, dict):
+        raise JsonError(400, "INVALID_JSON", "the body must be a JSON object")
+    return body
+
+
+def _text_field(body: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = body.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise JsonError(400, "VALIDATION_ERROR", f"{name!r} must be a non-empty string")
+    return value
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _api(handler: Handler) -> Handler:
+    """Refusals as JSON ``{"error": CODE, "message": ...}`` with a fitting status."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except JsonError as err:
+            return _json({"error": err.code, "message": str(err)}, err.status)
+        except AgentError as err:
+            return _json({"error": err.code, "message": str(err)}, _error_status(err))
+
+    return wrapped
+
+
+class WebChat:
+    def __init__(self, agents: AgentClient, settings: WebSettings) -> None:
+        self.agents = agents
+        self.settings = settings
+
+    # ------------------------------------------------------------------------------- helpers
+
+    async def _agent(self, request: Request) -> DurableAgent:
+        return await self.agents.attach(request.path_params["session"])
+
+    def _workflow_url(self, session_id: str) -> str | None:
+        base = self.settings.temporal_ui_url
+        if not base:
+            return None
+        namespace = quote(self.agents.client.namespace, safe="")
+        return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(session_id, safe='')}"
+
+    def _last_activity(self, summary: SessionSummary) -> float | None:
+        # The session file is appended on every entry: its modification time is the last activity.
+        if self.agents.sessions_dir is not None:
+            path = self.agents.sessions_dir / f"{summary.session_id}.jsonl"
+            try:
+                return path.stat().st_mtime
+            except OSError:
+                pass
+        return summary.start_time
+
+    # ------------------------------------------------------------------------------- pages
+
+    async def page(self, request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-store"})
+
+    # ------------------------------------------------------------------------------- API
+
+    async def config(self, request: Request) -> Response:
+        settings = self.settings
+        return _json(
+            {
+                "models": settings.models,
+                "tools": settings.tools,
+                "default_tools": settings.tools if settings.default_tools is None else settings.default_tools,
+                "thinking_levels": [level.value for level in ThinkingLevel],
+                "system_prompt": settings.system_prompt,
+                "temporal_ui_url": settings.temporal_ui_url,
+            }
+        )
+
+    async def list_conversations(self, request: Request) -> Response:
+        summaries = await self.agents.list(limit=200)
+        rows = [
+            {
+                "session_id": summary.session_id,
+                "running": summary.status == "RUNNING",
+                "status": summary.agent_status if summary.status == "RUNNING" else summary.status.lower(),
+                "model": summary.model,
+                "messages": summary.message_count,
+                "cost": summary.cost_usd,
+                "started": summary.start_time,
+                "last_activity": self._last_activity(summary),
+                "workflow_url": self._workflow_url(summary.session_id),
+            }
+            for summary in summaries
+        ]
+        rows.sort(key=lambda row: row["last_activity"] or 0, reverse=True)
+        return _json({"conversations": rows})
+
+    async def create_conversation(self, request: Request) -> Response:
+        body = await _body(request)
+        session_id = body.get("session_id") or time.strftime("web-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
+        spec = _text_field(body, "model", required=False) or self.settings.models[0]
+        try:
+            model = self.settings.resolve_model(spec)
+        except ValueError as err:
+            raise JsonError(400, "VALIDATION_ERROR", str(err)) from None
+        tools = body.get("tools", self.settings.default_tools or self.settings.tools)
+        if not isinstance(tools, list) or not all(isinstance(name, str) for name in tools):
+            raise JsonError(400, "VALIDATION_ERROR", "'tools' must be a list of tool names")
+        unknown = sorted(set(tools) - set(self.settings.tools))
+        if unknown:
+            raise JsonError(400, "TOOL_NOT_FOUND", f"no such tool here: {', '.join(unknown)}")
+        system_prompt = body.get("system_prompt")
+        if system_prompt is None:
+            system_prompt = self.settings.system_prompt
+        if not isinstance(system_prompt, str):
+            raise JsonError(400, "VALIDATION_ERROR", "'system_prompt' must be a string")
+        try:
+            options = AgentOptions(
+                model=model,
+                tools=tools,
+                system_prompt=system_prompt,
+                thinking_level=body.get("thinking_level") or "off",
+            )
+        except ValueError as err:  # pydantic's, for a thinking level that is not one
+            raise JsonError(400, "VALIDATION_ERROR", str(err).splitlines()[0]) from None
+        agent = await self.agents.start(str(session_id), options)
+        return _json({"session_id": agent.session_id}, 201)
+
+    async def conversation(self, request: Request) -> Response:
+        agent = await self._agent(request)
+        state = await agent.get_state()
+        # Entry ids name the messages for branch and fork; the page of the same range holds them.
+        page = await agent.get_messages(state.first_message_index, state.message_count)
+        entry_ids = page.entry_ids if page.start == state.first_message_index else []
+        queues = await agent.get_queues()
+        view = state_view(state, entry_ids)
+        view["queued"] = [queued_view("steer", item) for item in queues.steering] + [
+            queued_view("follow_up", item) for item in queues.follow_up
+        ]
+        view["workflow_url"] = self._workflow_url(agent.session_id)
+        return _json(view)
+
+    async def queues(self, request: Request) -> Response:
+        agent = await self._agent(request)
+        queues = await agent.get_queues()
+        return _json(
+            {
+                "queued": [queued_view("steer", item) for item in queues.steering]
+                + [queued_view("follow_up", item) for item in queues.follow_up]
+            }
+        )
+
+    async def send(self, request: Request) -> Response:
+        """``mode``: ``auto`` (prompt when idle, else steer), ``steer`` or ``follow_up``.
+
+        ``id`` (made by the page) makes a resend after a dropped connection count once."""
+        body = await _body(request)
+        text = _text_field(body, "text").strip()
+        mode = body.get("mode", "auto")
+        request_id = body.get("id") or uuid.uuid4().hex
+        if mode not in ("auto", "steer", "follow_up") or not isinstance(request_id, str):
+            raise JsonError(400, "VALIDATION_ERROR", "'mode' is auto, steer or follow_up")
+        agent = await self._agent(request)
+        if mode == "follow_up":
+            return _json({"delivered_as": "follow_up", "id": await agent.follow_up(text, id=request_id)})
+        if mode == "auto":
+            try:
+                await agent.prompt(text, id=request_id)
+                return _json({"delivered_as": "prompt", "id": request_id})
+            except AgentBusyError:
+                pass  # a run is going: the message steers it
+        return _json({"delivered_as": "steer", "id": await agent.steer(text, id=request_id)})
+
+    async def abort(self, request: Request) -> Response:
+        agent = await self._agent(request)
+        await agent.abort("aborted from the web chat")
+        return _json({"ok": True})
+
+    async def branch(self, request: Request) -> Response:
+        body = await _body(request)
+        entry_id = body.get("entry_id")
+        if entry_id is not None and not isinstance(entry_id, str):
+            raise JsonError(400, "VALIDATION_ERROR", "'entry_id' must be an entry id or null")
+        agent = await self._agent(request)
+        result = await agent.branch(entry_id)
+        return _json({"leaf_id": result.leaf_id})
+
+    async def fork(self, request: Request) -> Response:
+        body = await _body(request)
+        entry_id = _text_field(body, "entry_id")
+        source = request.path_params["session"]
+        new_id = body.get("session_id") or f"{source}-fork-{uuid.uuid4().hex[:6]}"
+        agent = await self.agents.fork(source, entry_id, str(new_id))
+        return _json({"session_id": agent.session_id}, 201)
+
+    # ------------------------------------------------------------------------------- events
+
+    async def events(self, request: Request) -> Response:
+        """The conversation's events as SSE, ids = event offsets (``Last-Event-ID`` wins over ``from``:
+        a reconnecting browser sends it with the address it first opened)."""
+        last_event_id = request.headers.get("last-event-id")
+        try:
+            start = int(last_event_id) + 1 if last_event_id else int(request.query_params.get("from", "0"))
+        except ValueError:
+            raise JsonError(400, "VALIDATION_ERROR", "'from' and Last-Event-ID are event offsets") from None
+        agent = await self._agent(request)
+        return EventSourceResponse(
+            self._stream(agent, max(0, start)),
+            ping=SSE_PING_SECONDS,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, agent: DurableAgent, start: int) -> AsyncIterator[ServerSentEvent]:
+        try:
+            async for offset, event in agent.events(start):
+                yield ServerSentEvent(
+                    data=orjson.dumps(event_view(event)).decode(), id=str(offset), event="agent"
+                )
+        except asyncio.CancelledError:
+            raise
+        except AgentError as err:
+            yield ServerSentEvent(
+                data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="failure"
+            )
+            return
+        except Exception as err:  # the server unreachable for longer than the client waits
+            message = f"the event stream ended: {type(err).__name__}"
+            yield ServerSentEvent(
+                data=orjson.dumps({"error": "STREAM_ENDED", "message": message}).decode(), event="failure"
+            )
+            return
+        # The workflow ended (it was terminated, or completed): nothing more will come.
+        yield ServerSentEvent(data="{}", event="closed")
+
+
+def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
+    """The web chat for the conversations ``agents`` reaches."""
+    chat = WebChat(agents, settings)
+    conversation = "/api/conversations/{session}"
+    routes = [
+        Route("/", chat.page),
+        Route("/c/{session}", chat.page),
+        Route("/api/config", _api(chat.config)),
+        Route("/api/conversations", _api(chat.list_conversations), methods=["GET"]),
+        Route("/api/conversations", _api(chat.create_conversation), methods=["POST"]),
+        Route(conversation, _api(chat.conversation)),
+        Route(f"{conversation}/events", _api(chat.events)),
+        Route(f"{conversation}/queues", _api(chat.queues)),
+        Route(f"{conversation}/messages", _api(chat.send), methods=["POST"]),
+        Route(f"{conversation}/abort", _api(chat.abort), methods=["POST"]),
+        Route(f"{conversation}/branch", _api(chat.branch), methods=["POST"]),
+        Route(f"{conversation}/fork", _api(chat.fork), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(Guard, token=settings.token)
+    return app
+
+
+__all__ = ["WebChat", "WebSettings", "create_app"]

@@ -1,0 +1,191 @@
+"""The terminal chat as a person uses it: ``agentcore chat`` in a real terminal (tmux), keys sent to
+it and the screen read back. Skips with the reason when tmux is not installed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from tests.cli_support import AGENTCORE
+from tests.web_support import WebDeployment, web_deployment
+
+TMUX = shutil.which("tmux")
+# The empty prompt's placeholder: shown only while the prompt waits for a line.
+PROMPT_READY = "Alt+Enter for a new line"
+pytestmark = [
+    pytest.mark.skipif(TMUX is None, reason="needs tmux (apt-get install tmux)"),
+    pytest.mark.timeout(180),
+]
+
+
+class Terminal:
+    """One tmux window on a private tmux server (its own socket), 120 x 40."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    async def tmux(self, *args: str) -> str:
+        assert TMUX is not None
+        result = await asyncio.to_thread(
+            subprocess.run, [TMUX, "-L", self.socket, *args], capture_output=True, text=True, timeout=30
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    async def start(self, argv: list[str], env: dict[str, str]) -> None:
+        command = " ".join(f"'{part}'" for part in argv) + "; echo '[exited '$?']'; sleep 600"
+        settings = [arg for key, value in env.items() for arg in ("-e", f"{key}={value}")]
+        await self.tmux("new-session", "-d", "-x", "120", "-y", "40", *settings, command)
+
+    async def keys(self, *keys: str) -> None:
+        await self.tmux("send-keys", *keys)
+
+    async def type(self, text: str) -> None:
+        await self.tmux("send-keys", "-l", text)
+
+    async def screen(self) -> str:
+        return await self.tmux("capture-pane", "-p", "-J", "-S", "-300")
+
+    async def wait_for(self, text: str, timeout: float = 40) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = await self.screen()
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {text!r}; the terminal shows:\n{screen}")
+            await asyncio.sleep(0.1)
+
+    async def wait_for_match(self, pattern: str, timeout: float = 40) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = await self.screen()
+            match = re.search(pattern, screen)
+            if match:
+                return match
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for /{pattern}/; the terminal shows:\n{screen}")
+            await asyncio.sleep(0.1)
+
+    async def close(self) -> None:
+        await self.tmux("kill-server")
+
+
+@pytest.fixture
+async def terminal() -> AsyncIterator[Terminal]:
+    term = Terminal(f"agentcore-test-{uuid.uuid4().hex[:8]}")
+    try:
+        yield term
+    finally:
+        await term.close()
+
+
+def chat_argv(web: WebDeployment, data_dir: Path, session_id: str) -> list[str]:
+    address = web.agents.client.service_client.config.target_host
+    return [
+        AGENTCORE, "--address", address, "--task-queue", web.agents.task_queue,
+        "--data-dir", str(data_dir), "chat", session_id, "--attach-only",
+    ]  # fmt: skip
+
+
+def chat_env() -> dict[str, str]:
+    return {"TERM": "xterm-256color", "LANG": "C.UTF-8", "PATH": os.environ.get("PATH", "")}
+
+
+async def test_the_terminal_chat_renders_markdown_panels_and_a_spinner_and_aborts_on_ctrl_c(
+    temporal_client: Client, tmp_path: Path, terminal: Terminal
+) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web:
+        agent = await web.start("terminal-chat")
+        data_dir = tmp_path / "data"
+        await terminal.start(chat_argv(web, data_dir, agent.session_id), chat_env())
+        await terminal.wait_for(PROMPT_READY)
+
+        await terminal.type("Hi! We're having roast lamb tonight. Anything from the Rhône under $80?")
+        await terminal.keys("Enter")
+        screen = await terminal.wait_for("You have 6 bottles left.")
+        # Markdown rendered (the answer's **bold** shows without its asterisks), tools as panels.
+        assert "I'd open the Domaine du Vieux Télégraphe" in screen
+        assert "**" not in screen
+        assert '╭─ ✓ search_wines(region="Rhône"' in screen
+        assert "╭─ ✓ wine_details(wine_id=13)" in screen
+        assert "│ Region: Rhône, France" in screen
+
+        # A tool that runs until let go: the spinner counts its seconds; Ctrl-C aborts the turn.
+        await terminal.type("Could you hold the door for me?")
+        await terminal.keys("Enter")
+        spinner = r"([⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏]) running hold: holding the door… (\d+\.\d)s"
+        first = await terminal.wait_for_match(spinner)
+        # It spins and counts the seconds.
+        counting = spinner.replace(r"(\d+\.\d)s", rf"(?!{re.escape(first[2])}s)(\d+\.\d)s")
+        later = await terminal.wait_for_match(counting)
+        assert float(later[2]) > float(first[2])
+        await terminal.keys("C-c")
+        await terminal.wait_for("^C aborting the turn...")
+        screen = await terminal.wait_for("aborted")
+        await terminal.wait_for(PROMPT_READY)
+        state = await agent.get_state()
+        assert state.status == "idle"
+        assert web.hold.calls == 1
+        assert "[exited" not in await terminal.screen()  # Ctrl-C stopped the turn, not the chat
+
+        # Multi-line input: Alt+Enter starts a new line, Enter sends both.
+        await terminal.type("What is 3 * 20?")
+        await terminal.keys("Escape", "Enter")
+        await terminal.type("Thanks!")
+        await terminal.keys("Enter")
+        await terminal.wait_for("3 * 20 = 60.")
+        users = [m.text for m in (await agent.get_state()).messages if m.role == "user"]
+        assert users[-1] == "What is 3 * 20?\nThanks!"
+
+        # Up recalls the last line; the history outlives the chat.
+        await terminal.wait_for(PROMPT_READY)
+        await terminal.keys("Up")
+        await terminal.wait_for("you> What is 3 * 20?")
+        await terminal.keys("Down")  # back to the empty line being written
+        await terminal.type("/quit")
+        await terminal.keys("Enter")
+        await terminal.wait_for("[exited 0]")
+        assert (data_dir / "chat_history").is_file()
+
+    async with web_deployment(temporal_client, tmp_path / "again") as web:
+        agent = await web.start("terminal-chat-2")
+        second = Terminal(f"{terminal.socket}-2")
+        try:
+            await second.start(chat_argv(web, data_dir, agent.session_id), chat_env())
+            await second.wait_for(PROMPT_READY)
+            await second.keys("Up")
+            await second.wait_for("you> /quit")
+            await second.keys("Up")
+            await second.wait_for("Thanks!")
+        finally:
+            await second.close()
+
+
+async def test_plain_output_when_stdout_is_not_a_terminal(temporal_client: Client, tmp_path: Path) -> None:
+    """A pipe gets today's plain lines, with no colour, spinner or cursor movement."""
+    async with web_deployment(temporal_client, tmp_path) as web:
+        agent = await web.start("piped-chat")
+        argv = chat_argv(web, tmp_path / "data", agent.session_id)
+        result = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            input="What is 3 * 20?\n",
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == (
+            '  -> calculator(expression="3 * 20")\n  <- calculator: 3 * 20 = 60\nagent> 3 * 20 = 60.\n'
+        )

@@ -1,0 +1,204 @@
+"""The web chat's HTTP side: the event stream's resume, the token, Host and Origin rules, the command."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from temporalio.client import Client
+
+from agentcore.web import render_markdown
+from tests.cli_support import AGENTCORE
+from tests.web_support import Browser, needs_chromium, web_deployment
+
+TOKEN = "correct-horse-battery"
+
+
+async def read_events(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], stop: int | None = None
+) -> list[tuple[int, dict[str, object]]]:
+    """SSE events ``(id, data)`` until ``agent_end`` or the event with id ``stop`` (then it hangs up)."""
+    events: list[tuple[int, dict[str, object]]] = []
+    event_id, data = None, ""
+    async with client.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if line.startswith("id:"):
+                event_id = int(line[3:].strip())
+            elif line.startswith("data:"):
+                data += line[5:].strip()
+            elif not line and event_id is not None:
+                event = orjson.loads(data)
+                events.append((event_id, event))
+                if event.get("type") == "agent_end" or event_id == stop:
+                    return events
+                event_id, data = None, ""
+    return events
+
+
+async def test_the_event_stream_resumes_from_last_event_id(temporal_client: Client, tmp_path: Path) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        agent = await web.start()
+        start = await agent.event_offset()
+        await agent.prompt("Count to 240, please")
+        url = f"{web.url}/api/conversations/{agent.session_id}/events?from={start}"
+        first = await read_events(http, url, {}, stop=start + 12)
+        assert [offset for offset, _ in first] == list(range(start, start + 13))
+        # A browser reconnecting sends the last id it saw, with the address it first opened.
+        rest = await read_events(http, url, {"Last-Event-ID": str(start + 12)})
+        offsets = [offset for offset, _ in first + rest]
+        assert offsets == list(range(start, offsets[-1] + 1))
+        text = "".join(
+            str(event["delta"].get("delta", ""))  # type: ignore[union-attr]
+            for _, event in first + rest
+            if event["type"] == "message_update"
+        )
+        assert text.endswith("w240")
+        # The same events, in the same order, as the client library sees them.
+        types = [event["type"] for _, event in first + rest]
+        expected = []
+        async for offset, event in agent.events(start):
+            expected.append(event.type)
+            if offset == offsets[-1]:
+                break
+        assert types == expected
+
+
+async def test_the_snapshot_and_commands_answer_json(temporal_client: Client, tmp_path: Path) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        agent = await web.start()
+        base = f"{web.url}/api/conversations/{agent.session_id}"
+        sent = await http.post(f"{base}/messages", json={"text": "What is 3 * 20?", "id": "m-1"})
+        assert sent.json() == {"delivered_as": "prompt", "id": "m-1"}
+        await agent.wait_for_idle(timeout=30)
+        snapshot = (await http.get(base)).json()
+        assert snapshot["status"] == "idle"
+        assert [m["role"] for m in snapshot["messages"]] == ["user", "assistant", "toolResult", "assistant"]
+        assert snapshot["messages"][-1]["html"] == "<p>3 * 20 = 60.</p>\n"
+        assert all(m["entry_id"] for m in snapshot["messages"])
+        assert snapshot["event_offset"] == await agent.event_offset()
+        assert (
+            snapshot["workflow_url"]
+            == f"http://localhost:8233/namespaces/default/workflows/{agent.session_id}"
+        )
+        # Refusals are typed.
+        missing = await http.get(f"{web.url}/api/conversations/no-such-conversation")
+        assert missing.status_code == 404 and missing.json()["error"] == "AGENT_NOT_FOUND"
+        empty = await http.post(f"{base}/messages", json={"text": "  "})
+        assert empty.status_code == 400 and empty.json()["error"] == "VALIDATION_ERROR"
+        form = await http.post(f"{base}/messages", data={"text": "hi"})
+        assert form.status_code == 415
+        bad_tool = await http.post(f"{web.url}/api/conversations", json={"model": "demo", "tools": ["rm_rf"]})
+        assert bad_tool.status_code == 400 and bad_tool.json()["error"] == "TOOL_NOT_FOUND"
+        bad_level = await http.post(f"{web.url}/api/conversations", json={"thinking_level": "loud"})
+        assert bad_level.status_code == 400 and bad_level.json()["error"] == "VALIDATION_ERROR"
+        taken = await http.post(f"{web.url}/api/conversations", json={"session_id": agent.session_id})
+        assert taken.status_code == 409 and taken.json()["error"] == "AGENT_EXISTS"
+
+
+async def test_state_changes_from_another_site_are_refused(temporal_client: Client, tmp_path: Path) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        agent = await web.start()
+        url = f"{web.url}/api/conversations/{agent.session_id}/abort"
+        for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+            refused = await http.post(url, json={}, headers=headers)
+            assert refused.status_code == 403 and refused.json()["error"] == "CROSS_ORIGIN"
+        assert (await http.post(url, json={}, headers={"Origin": web.url})).status_code == 200
+        # Without a token, only requests addressed to a loopback name are served (DNS rebinding).
+        rebound = await http.get(f"{web.url}/api/conversations", headers={"Host": "attacker.example:80"})
+        assert rebound.status_code == 403 and rebound.json()["error"] == "FORBIDDEN_HOST"
+
+
+async def test_the_token_is_required_when_set(temporal_client: Client, tmp_path: Path) -> None:
+    async with (
+        web_deployment(temporal_client, tmp_path, token=TOKEN) as web,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        listing = f"{web.url}/api/conversations"
+        assert (await http.get(listing)).status_code == 401
+        assert (await http.get(listing, headers={"Authorization": "Bearer wrong"})).status_code == 401
+        assert (await http.get(listing, headers={"Authorization": f"Bearer {TOKEN}"})).status_code == 200
+        page = await http.get(f"{web.url}/c/x")
+        assert page.status_code == 401 and 'name="token"' in page.text
+        # The printed link carries the token once: it becomes an HttpOnly, SameSite=Strict cookie.
+        signed = await http.get(f"{web.url}/c/x?token={TOKEN}")
+        assert signed.status_code == 303 and signed.headers["location"] == "/c/x"
+        cookie = signed.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert (await http.get(listing)).status_code == 200  # the client kept the cookie
+
+
+@needs_chromium
+async def test_a_browser_signs_in_with_the_token(temporal_client: Client, tmp_path: Path) -> None:
+    async with web_deployment(temporal_client, tmp_path, token=TOKEN) as web:
+        browser = await Browser.launch()
+        try:
+            await browser.get(web.url + "/")
+            assert await browser.js("return document.querySelector('input[name=token]') !== null")
+            await browser.type("input[name=token]", "guess\n")
+            await browser.wait_for("return document.body.innerText.includes('That is not the token')")
+            await browser.type("input[name=token]", TOKEN + "\n")
+            await browser.wait_for(
+                "return document.querySelector('#conversations') && !document.querySelector('#list-view').hidden",
+                what="the conversations page",
+            )
+            cookie_visible = await browser.js("return document.cookie.includes('agentcore_web_token')")
+            assert not cookie_visible  # HttpOnly: page scripts cannot read it
+        finally:
+            await browser.quit()
+
+
+def test_serving_beyond_loopback_needs_a_token() -> None:
+    result = subprocess.run(
+        [AGENTCORE, "web", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "pass --token (or set AGENTCORE_WEB_TOKEN)" in result.stderr
+
+
+async def test_the_web_command_serves_the_chat(temporal_client: Client, tmp_path: Path) -> None:
+    address = temporal_client.service_client.config.target_host
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE, "--address", address, "web", "--port", "0", "--token", TOKEN,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
+        assert line.startswith("web chat at http://127.0.0.1:") and f"?token={TOKEN}" in line
+        link = line.split()[3]
+        async with httpx.AsyncClient(timeout=30, follow_redirects=True) as http:
+            page = await http.get(link)
+            assert page.status_code == 200 and "/static/app.js" in page.text
+            listing = await http.get(link.split("?")[0] + "api/conversations")
+            assert listing.status_code == 200 and "conversations" in listing.json()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 143
+
+
+@pytest.mark.parametrize(
+    ("markdown", "html"),
+    [
+        ("<script>alert(1)</script>", "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n"),
+        ('<img src=x onerror="alert(1)">', '<p>&lt;img src=x onerror="alert(1)"&gt;</p>\n'),
+        ("[x](javascript:alert(1))", "<p>[x](javascript:alert(1))</p>\n"),
+        (
+            "![t](https://tracker.example/p.png)",
+            '<p>!<a href="https://tracker.example/p.png" rel="noopener noreferrer nofollow">t</a></p>\n',
+        ),
+        (
+            "[docs](https://example.com)",
+            '<p><a href="https://example.com" rel="noopener noreferrer nofollow">docs</a></p>\n',
+        ),
+        ("**bold** and `code`", "<p><strong>bold</strong> and <code>code</code></p>\n"),
+    ],
+)
+def test_markdown_is_rendered_without_markup_from_the_text(markdown: str, html: str) -> None:
+    assert render_markdown(markdown) == html
