@@ -206,7 +206,7 @@ class AgentWorker(Worker):
     queue, local activities first. A busy worker always has a local activity waiting (the quick model
     calls of its conversations), so its remote activity tasks, eager ones included, waited
     behind them: under a 10x overload a model call the server counted as started reached Python only
-    after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/RESULTS.md, entry
+    after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/TUNING.md, entry
     20). Here this worker runs the workflow tasks and their local activities, and a second one, on the
     same task queue and in the same process (it shares the activities' state, e.g. the model calls a
     local attempt hands off), runs the remote activities. Their cancellations travel the same way, so
@@ -274,7 +274,7 @@ def tune_gc_for_worker() -> None:
     A worker holds many long-lived objects (its conversations, their sandboxes), and Python's default
     thresholds make full collections scan them again and again: in a 100-conversation burst the
     collector took 0.66-0.74 s of the worker's 14.5-15.7 s of CPU, 0.20-0.21 s with this
-    (bench/RESULTS.md, entry 28). What is alive now (modules, the SDK) is frozen out of collections.
+    (bench/TUNING.md, entry 28). What is alive now (modules, the SDK) is frozen out of collections.
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

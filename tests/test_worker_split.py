@@ -1,7 +1,7 @@
 """``create_worker``: workflow tasks and local activities on one worker, remote activities on another.
 
 The SDK core hands a worker's local activities to Python ahead of its remote activity tasks; under
-load those waited past their heartbeat timeouts (bench/RESULTS.md, entry 20). ``AgentWorker`` polls
+load those waited past their heartbeat timeouts (bench/TUNING.md, entry 20). ``AgentWorker`` polls
 them apart, in one process, behind ``Worker``'s own interface.
 """
 
