@@ -141,7 +141,7 @@ async def test_schema_errors_raised_tools_images_and_resources_become_results(
     results = tool_results(state.messages)
     invalid = results["add"]
     assert invalid.is_error and invalid.text.startswith(INVALID_PARAMETERS)
-    assert "a: must be integer" in invalid.text
+    assert "/a: 'two' is not of type 'integer'" in invalid.text
     assert log_lines(log, "add") == []  # refused before it reached the server
     failed = results["fail"]
     assert failed.is_error and failed.text.startswith(EXECUTION_ERROR) and "refused: not today" in failed.text
