@@ -7,8 +7,7 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -65,14 +64,3 @@ def log_lines(log: Path, event: str) -> list[list[str]]:
     if not log.exists():
         return []
     return [line.split() for line in log.read_text().splitlines() if line.startswith(event + " ")]
-
-
-async def wait_until(predicate: Callable[[], object], timeout: float = 30, what: str = "") -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
-        await asyncio.sleep(0.05)

@@ -30,7 +30,8 @@ from agentcore.messages import ImageContent, TextContent, ToolCall
 from agentcore.runtime import AbortSignal
 from agentcore.tool_exec import execute_tool_with_timeout
 from agentcore.tools import AgentTool, AgentToolResult, ToolRegistry
-from tests.mcp_support import http_server, log_lines, sse_server, stdio_server, wait_until
+from tests.mcp_support import http_server, log_lines, sse_server, stdio_server
+from tests.process_support import wait_until
 
 
 @pytest.fixture

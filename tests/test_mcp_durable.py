@@ -25,7 +25,8 @@ from agentcore.testing.scripted import CallSpec, Reply, ScriptedModel, scripted_
 from agentcore.worker import workflow_runner
 from agentcore.workflows import ConversationWorkflow
 from tests.durable_support import collect_run, running_worker
-from tests.mcp_support import http_server, log_lines, stdio_server, wait_until
+from tests.mcp_support import http_server, log_lines, stdio_server
+from tests.process_support import wait_until
 
 
 @pytest.fixture

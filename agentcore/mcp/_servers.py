@@ -64,9 +64,7 @@ class MCPServerStdio:
 
 
 @dataclass(frozen=True)
-class MCPServerHTTP:
-    """A server reached over streamable HTTP: ``MCPServerHTTP("docs", "https://example.com/mcp")``."""
-
+class _MCPServerURL:
     name: str
     url: str
     headers: Mapping[str, str] | None = field(default=None, repr=False)
@@ -74,32 +72,26 @@ class MCPServerHTTP:
 
     def __post_init__(self) -> None:
         _check_name(self.name)
-
-    def transport(self) -> AbstractAsyncContextManager[Any]:
-        client = httpx2.AsyncClient(headers=dict(self.headers or {}), timeout=_HTTP_TIMEOUT)
-        return streamable_http_client(self.url, http_client=client)
 
     def where(self) -> str:
         return _without_secrets(self.url)
 
 
 @dataclass(frozen=True)
-class MCPServerSSE:
+class MCPServerHTTP(_MCPServerURL):
+    """A server reached over streamable HTTP: ``MCPServerHTTP("docs", "https://example.com/mcp")``."""
+
+    def transport(self) -> AbstractAsyncContextManager[Any]:
+        client = httpx2.AsyncClient(headers=dict(self.headers or {}), timeout=_HTTP_TIMEOUT)
+        return streamable_http_client(self.url, http_client=client)
+
+
+@dataclass(frozen=True)
+class MCPServerSSE(_MCPServerURL):
     """A server that only speaks the older HTTP+SSE transport (``.../sse``)."""
-
-    name: str
-    url: str
-    headers: Mapping[str, str] | None = field(default=None, repr=False)
-    timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
 
     def transport(self) -> AbstractAsyncContextManager[Any]:
         return sse_client(self.url, headers=dict(self.headers or {}))
-
-    def where(self) -> str:
-        return _without_secrets(self.url)
 
 
 def _without_secrets(url: str) -> str:
