@@ -367,14 +367,24 @@ async def run_worker(args: argparse.Namespace) -> int:
         )
         running = asyncio.create_task(worker.run())
         stop = asyncio.create_task(stopping.wait())
-        await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
-        if stop.done():
-            _progress(
-                f"stopping: no new tasks; in-flight activities have {args.graceful_shutdown:g}s to finish"
-            )
-            await worker.shutdown()
-        stop.cancel()
-        await running
+        try:
+            await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.done():
+                _progress(
+                    f"stopping: no new tasks; in-flight activities have {args.graceful_shutdown:g}s to finish"
+                )
+                await worker.shutdown()
+            await running
+        finally:
+            # Cancelled from outside (a caller running this command in its own event loop): the
+            # worker stops with it instead of polling on, orphaned, and the signal handlers go.
+            stop.cancel()
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
         _progress("worker stopped")
     return 0
 
