@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -474,14 +475,17 @@ async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
 
         await agent.prompt("second")  # a local call: the run ends with its entries unwritten
         await collect_run(agent, offset)
-        for _ in range(50):  # no one asks: written after FLUSH_DELAY
-            after = appends((await agent.handle.fetch_history()).events)
-            if after != before:
-                break
-            await asyncio.sleep(0.1)
+        # No one asks: written after FLUSH_DELAY (the activity is scheduled, then it writes).
+        after = await eventually(
+            lambda: _appends_in(agent, appends), lambda count: count != before, timeout=30
+        )
         assert after == before + 1, (before, after)
-        with JsonlSessionStorage.open(path) as reader:
-            assert len(reader.build_context().messages) == 4
+
+        async def messages_in_file() -> int:
+            with JsonlSessionStorage.open(path) as reader:
+                return len(reader.build_context().messages)
+
+        assert await eventually(messages_in_file, lambda count: count == 4, timeout=30) == 4
 
         # The second run came over FLUSH_DELAY after the first, so the next one is paced and flushes
         # at its next workflow task (``test_a_paced_conversation_flushes_at_its_next_workflow_task``);
@@ -495,11 +499,9 @@ async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
         holder = JsonlSessionStorage.open(path, writer=True)
         try:
             waiting = asyncio.create_task(agent.wait_for_idle(timeout=20))
-            for _ in range(50):
-                busy = appends((await agent.handle.fetch_history()).events)
-                if busy > after:
-                    break
-                await asyncio.sleep(0.1)
+            busy = await eventually(
+                lambda: _appends_in(agent, appends), lambda count: count > after, timeout=30
+            )
             assert busy == after + 1, (after, busy)  # the activity, waiting for the lock
             assert not waiting.done()
         finally:
@@ -507,3 +509,7 @@ async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
         await waiting
         with JsonlSessionStorage.open(path) as reader:
             assert len(reader.build_context().messages) == 8
+
+
+async def _appends_in(agent: Any, count: Callable[[list[Any]], int]) -> int:
+    return count(list((await agent.handle.fetch_history()).events))
