@@ -4,16 +4,21 @@ chat``) and a traced worker (``agentcore worker``), received and decoded by a re
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentcore.messages import ToolResultMessage
+from agentcore.protocol import ConversationLimits
 from agentcore.session import JsonlSessionStorage
 from agentcore.state import AgentOptions
 from agentcore.temporal.observe import AgentObserver
+from agentcore.temporal.tracing import AgentTracingInterceptor
 from agentcore.testing.loopback import LoopbackServer, Protocol, Script, ScriptToolCall, last_turn
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import add_tool, collect_run, running_worker
@@ -96,14 +101,16 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
     [tool] = [span for span in spans if span.name == "execute_tool calculator"]
 
     # One trace: the client's StartWorkflow down to every model and tool call, across two processes.
+    # Each call is one span, the activity's own (no zero-length StartActivity / RunActivity around it).
     assert {span.trace_id for span in [*chats, tool]} == {start.trace_id}
     for span in [*chats, tool]:
         assert span.service_name == "test-worker"
-        chain = ancestors(span, by_id)
-        assert chain[0].startswith("RunActivity:"), chain
-        assert chain[1].startswith("StartActivity:"), chain
-        assert chain[-1] == start.name, chain
-    assert ancestors(chats[0], by_id)[0] == "RunActivity:llm.stream"
+        assert ancestors(span, by_id) == [start.name]
+        assert span.attributes["temporalWorkflowID"] == session_id
+        assert span.attributes["temporalActivityID"]
+    assert {span.kind for span in chats} == {3} and tool.kind == 1  # CLIENT, INTERNAL
+    assert not [s.name for s in spans if s.name.startswith(("StartActivity:", "ValidateUpdate:"))]
+    assert not [s.name for s in spans if s.name in ("RunActivity:llm.stream", "RunActivity:tools.execute")]
     # The workflow's own spans (Temporal's interceptor makes them when not replaying) are in it too.
     workflow_spans = [span for span in spans if span.name.startswith(("RunWorkflow:", "HandleUpdate:"))]
     assert {span.trace_id for span in workflow_spans if span.name.startswith("RunWorkflow:")} == {
@@ -168,3 +175,81 @@ async def test_content_is_captured_only_when_switched_on(temporal_client: Client
     tool = spans["execute_tool add"].attributes or {}
     assert tool["gen_ai.tool.call.arguments"] == '{"a":20,"b":22}'
     assert tool["gen_ai.tool.call.result"] == "42.0"
+
+
+def _recording_tracing(tmp_path: Path) -> tuple[Any, Any]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider.get_tracer("test"), exporter
+
+
+async def test_a_conversation_stays_one_trace_across_continue_as_new(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    tracer, exporter = _recording_tracing(tmp_path)
+    config = temporal_client.config()
+    config["interceptors"] = [AgentTracingInterceptor(tracer)]
+    client = Client(**config)
+    limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
+    model = ScriptedModel(lambda context: text("ok"))
+    observer = AgentObserver(tracer=tracer)
+    async with running_worker(client, tmp_path, model, limits=limits, interceptors=[observer]) as h:
+        with tracer.start_as_current_span("app") as app:
+            agent = await h.agents.start("rolling", AgentOptions(model=scripted_model()))
+        first_run = (await agent.handle.describe()).run_id
+        for i in range(8):
+            await agent.prompt(f"p{i}")
+            await agent.wait_for_idle(timeout=20)
+        assert (await agent.handle.describe()).run_id != first_run, "the workflow should have rolled over"
+    spans = exporter.get_finished_spans()
+    chats = [span for span in spans if span.name == "chat scripted"]
+    assert len(chats) == 8
+    # Every model call of every run is in the application's trace, right under its StartWorkflow.
+    [start] = [span for span in spans if span.name.startswith("StartWorkflow:")]
+    assert {span.context.trace_id for span in chats} == {app.get_span_context().trace_id}
+    assert {span.parent.span_id for span in chats if span.parent} == {start.context.span_id}
+    assert len({(span.attributes or {})["temporalRunID"] for span in chats}) >= 2
+    assert all((span.attributes or {})["gen_ai.request.model"] == "scripted" for span in chats)
+
+
+@workflow.defn(name="tests.PlainTraced")
+class PlainTracedWorkflow:
+    @workflow.run
+    async def run(self) -> str:
+        result: str = await workflow.execute_activity(
+            "tests.echo", "hi", start_to_close_timeout=timedelta(seconds=10)
+        )
+        return result
+
+
+@activity.defn(name="tests.echo")
+async def echo(text: str) -> str:
+    return text
+
+
+async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp_path: Path) -> None:
+    tracer, exporter = _recording_tracing(tmp_path)
+    config = temporal_client.config()
+    config["interceptors"] = [AgentTracingInterceptor(tracer)]
+    client = Client(**config)
+    task_queue = f"plain-{uuid.uuid4().hex[:8]}"
+    # Unsandboxed: the sandbox would import this whole test module again.
+    async with Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[PlainTracedWorkflow],
+        activities=[echo],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        with tracer.start_as_current_span("app"):
+            result = await client.execute_workflow(
+                PlainTracedWorkflow.run, id=f"plain-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+            )
+    assert result == "hi"
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert "StartActivity:tests.echo" in names and "RunActivity:tests.echo" in names

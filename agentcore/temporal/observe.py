@@ -1,11 +1,13 @@
 """What a worker tells an operator about each model and tool call: a span and metrics.
 
 ``AgentObserver`` is a Temporal worker interceptor (``create_worker`` installs it when tracing or
-metrics are on). Around each ``llm.stream`` activity it makes a ``chat {model}`` span and counts the
-call, its tokens and cost; around each ``tools.execute`` an ``execute_tool {name}`` span and the
-call's outcome. The spans follow the OpenTelemetry GenAI
-semantic conventions and are children of Temporal's ``RunActivity`` span when Temporal's tracing
-interceptor runs first (it does: the client's interceptors come before the worker's).
+metrics are on). Around each ``llm.stream`` activity it records a ``chat {model}`` span and counts
+the call, its tokens and cost; around each ``tools.execute`` an ``execute_tool {name}`` span and the
+call's outcome. The spans follow the OpenTelemetry GenAI semantic conventions. Under agentcore's
+tracing interceptor (``agentcore.temporal.tracing``, which runs first: the client's interceptors
+come before the worker's) that span is the activity's own, made there in place of Temporal's
+``RunActivity`` and filled in here; under Temporal's plain ``TracingInterceptor`` it is a child of
+``RunActivity``.
 
 Everything is read from the activity's input and result, so neither the activities nor the workflow
 know about it. Runs are counted where they begin, when the workflow accepts a ``prompt`` or
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -42,7 +44,7 @@ from ..tools import AgentToolResult
 from .metrics import AgentMetrics
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer
+    from opentelemetry.trace import Span, SpanKind, Tracer
 
 MODEL_CALL_ACTIVITY = "llm.stream"
 TOOL_CALL_ACTIVITY = "tools.execute"
@@ -55,8 +57,25 @@ _MODEL_SEARCH_ATTRIBUTE = SearchAttributeKey.for_keyword("AgentModel")
 _FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_calls", "error": "error"}
 
 
+# Context key under which agentcore's tracing interceptor puts the span it made for a model or tool
+# activity: the observer fills that span in instead of making a child of it.
+ACTIVITY_SPAN_KEY = "agentcore.activity-span"
+
+
 def model_label(provider: str, model_id: str) -> str:
     return f"{provider}/{model_id}"
+
+
+def genai_span(activity_type: str, args: Sequence[Any]) -> tuple[str, SpanKind] | None:
+    """Name and kind of the GenAI span for an activity: ``chat {model}`` (a client call) for a
+    model call, ``execute_tool {name}`` for a tool call; None for any other activity."""
+    from opentelemetry.trace import SpanKind
+
+    if activity_type == MODEL_CALL_ACTIVITY and args and isinstance(args[0], StreamInput):
+        return f"chat {args[0].model.id}", SpanKind.CLIENT
+    if activity_type == TOOL_CALL_ACTIVITY and args and isinstance(args[0], ToolCallInput):
+        return f"execute_tool {args[0].tool_name}", SpanKind.INTERNAL
+    return None
 
 
 class AgentObserver(Interceptor):
@@ -89,13 +108,20 @@ class AgentObserver(Interceptor):
             self.metrics.runs.labels(model).inc()
 
     @contextlib.contextmanager
-    def span(self, name: str, attributes: dict[str, Any]) -> Iterator[Span | None]:
+    def span(self, input: ExecuteActivityInput, attributes: dict[str, Any]) -> Iterator[Span | None]:
         if self.tracer is None:
             yield None
             return
-        from opentelemetry.trace import SpanKind
+        from opentelemetry import context, trace
 
-        kind = SpanKind.CLIENT if name.startswith("chat ") else SpanKind.INTERNAL
+        current = trace.get_current_span()
+        if context.get_value(ACTIVITY_SPAN_KEY) is current:
+            current.set_attributes(attributes)
+            yield current
+            return
+        named = genai_span(activity.info().activity_type, input.args)
+        assert named is not None
+        name, kind = named
         # Status is set below from the call's outcome: an expected failure (a retried provider
         # error, a cancelled attempt) is not recorded as an exception with its traceback.
         with self.tracer.start_as_current_span(
@@ -154,7 +180,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             if new_messages:
                 attributes["gen_ai.input.messages"] = orjson.dumps(new_messages).decode()
         started = time.perf_counter()
-        with observer.span(f"chat {inp.model.id}", attributes) as span:
+        with observer.span(input, attributes) as span:
             try:
                 result = await super().execute_activity(input)
             except BaseException as err:
@@ -226,7 +252,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
         if observer.capture_content:
             attributes["gen_ai.tool.call.arguments"] = orjson.dumps(inp.arguments).decode()
         started = time.perf_counter()
-        with observer.span(f"execute_tool {inp.tool_name}", attributes) as span:
+        with observer.span(input, attributes) as span:
             try:
                 result = await super().execute_activity(input)
             except BaseException as err:
@@ -292,4 +318,4 @@ def _set_error(span: Span | None, code: str | None, description: str | None = No
     span.set_status(Status(StatusCode.ERROR, f"{code}: {description}" if description else code))
 
 
-__all__ = ["AgentObserver", "model_label"]
+__all__ = ["ACTIVITY_SPAN_KEY", "AgentObserver", "genai_span", "model_label"]
