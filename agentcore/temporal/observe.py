@@ -148,6 +148,19 @@ class _ObservedActivity(ActivityInboundInterceptor):
         super().__init__(next)
         self.observer = observer
 
+    def _failed(self, span: Span | None, err: BaseException, *, call: str, label: str) -> None:
+        """A model or tool call attempt that raised: the span's error, the call and its error counted.
+        A model call that raised is retried by Temporal; a tool call that raised is an error."""
+        outcome, code = _failure(err, retry_outcome="retry" if call == "model" else "error")
+        _set_error(span, code)
+        metrics = self.observer.metrics
+        if metrics is None:
+            return
+        calls = metrics.model_calls if call == "model" else metrics.tool_calls
+        calls.labels(label, outcome).inc()
+        if code is not None:
+            metrics.errors.labels(code).inc()
+
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         kind = activity.info().activity_type
         if kind == MODEL_CALL_ACTIVITY and input.args and isinstance(input.args[0], StreamInput):
@@ -184,12 +197,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             try:
                 result = await super().execute_activity(input)
             except BaseException as err:
-                outcome, code = _failure(err, retry_outcome="retry")
-                _set_error(span, code)
-                if metrics is not None:
-                    metrics.model_calls.labels(model, outcome).inc()
-                    if code is not None:
-                        metrics.errors.labels(code).inc()
+                self._failed(span, err, call="model", label=model)
                 raise
             if not isinstance(result, StreamResult):
                 return result
@@ -213,11 +221,15 @@ class _ObservedActivity(ActivityInboundInterceptor):
     ) -> None:
         usage = message.usage
         if span is not None:
-            span.set_attribute("gen_ai.response.model", message.model)
-            span.set_attribute("gen_ai.response.finish_reasons", [_finish_reason(message)])
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output)
-            span.set_attribute("agentcore.cost.usd", usage.cost.total)
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": message.model,
+                    "gen_ai.response.finish_reasons": [_finish_reason(message)],
+                    "gen_ai.usage.input_tokens": usage.input,
+                    "gen_ai.usage.output_tokens": usage.output,
+                    "agentcore.cost.usd": usage.cost.total,
+                }
+            )
             if self.observer.capture_content:
                 span.set_attribute(
                     "gen_ai.output.messages", orjson.dumps([message.model_dump(mode="json")]).decode()
@@ -256,12 +268,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             try:
                 result = await super().execute_activity(input)
             except BaseException as err:
-                outcome, code = _failure(err, retry_outcome="error")
-                _set_error(span, code)
-                if metrics is not None:
-                    metrics.tool_calls.labels(inp.tool_name, outcome).inc()
-                    if code is not None:
-                        metrics.errors.labels(code).inc()
+                self._failed(span, err, call="tool", label=inp.tool_name)
                 raise
             if not isinstance(result, AgentToolResult):
                 return result
