@@ -17,7 +17,7 @@ from agentcore.model import ModelCost
 from agentcore.state import AgentOptions
 from agentcore.temporal import connect
 from agentcore.temporal.metrics import MetricsServer
-from agentcore.testing.loopback import LoopbackServer
+from agentcore.testing.loopback import LoopbackServer, Script
 from tests.durable_support import add_tool, collect_run, running_worker, sleep_tool
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -96,6 +96,11 @@ async def test_counters_move_by_what_the_turns_did(
                 start = await agent.event_offset()
                 await agent.prompt(prompt)
                 await collect_run(agent, start)
+            # Run 5 (before 4): the provider is overloaded once; the call is retried and answers.
+            model_server.enqueue(Script(status=529))
+            start = await agent.event_offset()
+            await agent.prompt("again")
+            await collect_run(agent, start)
             start = await agent.event_offset()
             await agent.prompt('/tool sleep {"seconds": 30}')
             events = agent.events(start)
@@ -106,24 +111,28 @@ async def test_counters_move_by_what_the_turns_did(
             await collect_run(agent, start)
             text, after = await scrape(metrics.port)
 
-    assert moved(before, after, "agentcore_runs_total", model=label) == 4
+    assert moved(before, after, "agentcore_runs_total", model=label) == 5
     # Model calls: 2 per tool run (the call, then the answer after the result), 1 for the plain
-    # answer, 1 for the aborted run (its run ends after the aborted tool).
+    # answer, 1 for the retried one (and its failed attempt), 1 for the aborted run (its run ends
+    # after the aborted tool).
     assert moved(before, after, "agentcore_model_calls_total", model=label, outcome="toolUse") == 3
-    assert moved(before, after, "agentcore_model_calls_total", model=label, outcome="stop") == 3
-    assert moved(before, after, "agentcore_turns_total", model=label) == 6
-    assert moved(before, after, "agentcore_tokens_total", model=label, type="input") == 600
-    assert moved(before, after, "agentcore_tokens_total", model=label, type="output") == 120
+    assert moved(before, after, "agentcore_model_calls_total", model=label, outcome="stop") == 4
+    assert moved(before, after, "agentcore_turns_total", model=label) == 7
+    assert moved(before, after, "agentcore_tokens_total", model=label, type="input") == 700
+    assert moved(before, after, "agentcore_tokens_total", model=label, type="output") == 140
     assert moved(before, after, "agentcore_cost_usd_total", model=label) == pytest.approx(
-        6 * (100 * 2 + 20 * 8) / 1e6
+        7 * (100 * 2 + 20 * 8) / 1e6
     )
-    assert moved(before, after, "agentcore_model_call_duration_seconds_count", model=label) == 6
+    assert moved(before, after, "agentcore_model_call_duration_seconds_count", model=label) == 7
     assert moved(before, after, "agentcore_tool_calls_total", tool="add", outcome="ok") == 1
     assert moved(before, after, "agentcore_tool_calls_total", tool="fail", outcome="error") == 1
     assert moved(before, after, "agentcore_tool_calls_total", tool="sleep", outcome="aborted") == 1
     assert moved(before, after, "agentcore_tool_call_duration_seconds_count", tool="add") == 1
     assert moved(before, after, "agentcore_errors_total", code="EXECUTION_ERROR") == 1
     assert moved(before, after, "agentcore_aborts_total", kind="tool") == 1
+    # The failed attempt: counted as a retry, its error by code; Temporal ran the call again.
+    assert moved(before, after, "agentcore_model_calls_total", model=label, outcome="retry") == 1
+    assert moved(before, after, "agentcore_errors_total", code="PROVIDER_RETRYABLE") == 1
 
     # The SDK runtime's own metrics are on the same endpoint, and moved with the turns' activities.
     assert (
