@@ -150,15 +150,8 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
 
 
 async def test_content_is_captured_only_when_switched_on(temporal_client: Client, tmp_path: Path) -> None:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    # A provider of the test's own (the process-wide one is left alone): what the observer records.
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    observer = AgentObserver(tracer=provider.get_tracer("test"), capture_content=True)
+    tracer, exporter = _recording_tracing()
+    observer = AgentObserver(tracer=tracer, capture_content=True)
     model = ScriptedModel([tool_calls([("add", {"a": 20, "b": 22})]), text("It is 42.")])
     async with running_worker(
         temporal_client, tmp_path, model, tools=[add_tool()], interceptors=[observer]
@@ -177,7 +170,8 @@ async def test_content_is_captured_only_when_switched_on(temporal_client: Client
     assert tool["gen_ai.tool.call.result"] == "42.0"
 
 
-def _recording_tracing(tmp_path: Path) -> tuple[Any, Any]:
+def _recording_tracing() -> tuple[Any, Any]:
+    """A tracer of the test's own (the process-wide provider is left alone) and what it records."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -191,7 +185,7 @@ def _recording_tracing(tmp_path: Path) -> tuple[Any, Any]:
 async def test_a_conversation_stays_one_trace_across_continue_as_new(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    tracer, exporter = _recording_tracing(tmp_path)
+    tracer, exporter = _recording_tracing()
     config = temporal_client.config()
     config["interceptors"] = [AgentTracingInterceptor(tracer)]
     client = Client(**config)
@@ -233,7 +227,7 @@ async def echo(text: str) -> str:
 
 
 async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp_path: Path) -> None:
-    tracer, exporter = _recording_tracing(tmp_path)
+    tracer, exporter = _recording_tracing()
     config = temporal_client.config()
     config["interceptors"] = [AgentTracingInterceptor(tracer)]
     client = Client(**config)

@@ -161,6 +161,8 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
             self.root = root
 
         def _with_context(self, headers: Headers) -> Headers:
+            if temporalio.workflow.unsafe.is_replaying():
+                return headers  # a replayed command is not sent again: its headers go nowhere
             carrier: dict[str, str] = {}
             self.root.text_map_propagator.inject(carrier)
             if not carrier:
