@@ -118,6 +118,51 @@ async def test_reset_clears_transcript_and_moves_the_session_leaf(
             assert storage.get_session_stats().message_count == 4
 
 
+async def test_after_reset_the_session_file_alone_rebuilds_the_conversation(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A reset keeps the conversation's settings and records them on the new path (as a branch
+    does): ``recover`` without options gives the same model, thinking level, tools and system
+    prompt. Stats count the whole file, live and recovered alike (the reset exchange included)."""
+    model = ScriptedModel(_echo)
+    async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:
+        agent = await h.agents.start(
+            "reset-settings",
+            AgentOptions(
+                model=scripted_model("kept", context_window=5000),
+                thinking_level=ThinkingLevel.HIGH,
+                tools=["add"],
+                system_prompt="You are terse.",
+            ),
+        )
+        await agent.prompt("before the reset")
+        await agent.wait_for_idle(timeout=20)
+        await agent.reset()
+        await agent.wait_for_idle(timeout=20)
+        live = await agent.get_state()
+        live_stats = await agent.get_session_stats()
+        assert live_stats.message_count == 2  # the reset exchange still counts: it is in the file
+
+        recovered = await h.agents.recover(h.session_path("reset-settings"), session_id="reset-settings-2")
+        await recovered.wait_for_idle(timeout=20)
+        state = await recovered.get_state()
+        assert state.messages == []
+        assert state.model == live.model and state.model.id == "kept"
+        assert state.thinking_level == ThinkingLevel.HIGH
+        assert [t.name for t in state.tools] == ["add"]
+        assert state.system_prompt == "You are terse."
+        assert await recovered.get_session_stats() == live_stats
+
+        # Both go on alike: the same answer to the same prompt, the same stats after it.
+        for conversation in (agent, recovered):
+            await conversation.prompt("after the reset")
+            await conversation.wait_for_idle(timeout=20)
+        assert (await recovered.get_state()).messages[-1].text == "echo 1: after the reset"  # type: ignore[union-attr]
+        assert await recovered.get_session_stats() == await agent.get_session_stats()
+        with JsonlSessionStorage.open(h.session_path("reset-settings")) as storage:
+            assert storage.get_session_stats() == await agent.get_session_stats()
+
+
 async def test_repeated_ids_apply_once(temporal_client: Client, tmp_path: Path) -> None:
     async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo, delay=0.01, chunks=20)) as h:
         agent = await h.agents.start("dedup", AgentOptions(model=scripted_model()))

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         AbortRequest,
         Accepted,
         ActivityEvents,
+        BranchResult,
         CommandRequest,
         DurableState,
         MessagesPage,
@@ -107,10 +108,12 @@ class CommandHandlers(ConversationState):
         if not self._seen(request.id):
             self._remember(request.id)
             self.transcript.reset()
+            # A new root: the settings the conversation keeps go on it, so the file alone rebuilds it.
+            self._record_settings_off_path(BranchResult())
             self.steering.clear()
             self.follow_up.clear()
             self.error_message = None
-            self.stats = SessionStats()
+            # Stats keep counting: they are the session file's, which keeps every entry (SessionStats).
             self._set_details()
         return Accepted(id=request.id, message_count=0)
 

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.protocol import (
         ROLLING_OVER,
         ActivityEvents,
+        BranchResult,
         ConversationConfig,
         ConversationLimits,
         DescribeToolsInput,
@@ -47,6 +48,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.runtime import AbortSignal
     from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
+    from agentcore.session.entries import (
+        SYSTEM_PROMPT_CUSTOM_TYPE,
+        ActiveToolsChangeEntry,
+        CustomEntry,
+        ModelChangeEntry,
+        ThinkingLevelChangeEntry,
+    )
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
     from agentcore.tools import ToolSpec
@@ -276,6 +284,21 @@ class ConversationState:
         log = [_fitted(item, max_bytes // 20) for item in state.log]
         kept = newest_within(log, max_bytes, lambda item: len(item.data) * 3 // 4)
         return dataclasses.replace(state, log=kept, base_offset=state.base_offset + len(log) - len(kept))
+
+    def _record_settings_off_path(self, result: BranchResult) -> None:
+        """The conversation keeps its settings across a branch or a reset; the file must say so on
+        the new path (recovery reads only the path): record each setting the path does not hold as
+        it is now. A branch back to the start, or a reset, holds none (``BranchResult()``)."""
+        config = self.config
+        if result.model != config.model:
+            self.transcript.add(ModelChangeEntry(model=config.model))
+        if result.thinking_level != config.thinking_level:
+            self.transcript.add(ThinkingLevelChangeEntry(thinking_level=config.thinking_level))
+        names = [tool.name for tool in config.tools] or list(config.tool_names)
+        if (result.active_tools or []) != names:
+            self.transcript.add(ActiveToolsChangeEntry(active_tools=names))
+        if (result.system_prompt or "") != config.system_prompt:
+            self.transcript.add(CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=config.system_prompt))
 
     def _busy(self) -> bool:
         return self.running or self.compacting or self.pending_run is not None

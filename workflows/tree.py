@@ -28,13 +28,8 @@ with workflow.unsafe.imports_passed_through():
         SessionNameRequest,
     )
     from agentcore.session.entries import (
-        SYSTEM_PROMPT_CUSTOM_TYPE,
-        ActiveToolsChangeEntry,
-        CustomEntry,
         LabelEntry,
-        ModelChangeEntry,
         SessionInfoEntry,
-        ThinkingLevelChangeEntry,
     )
     from agentcore.transcript import add_entry_usage_to_stats
 
@@ -158,21 +153,6 @@ class TreeHandlers(ConversationState):
         self._record_settings_off_path(result)
         self._set_details()
         return result
-
-    def _record_settings_off_path(self, result: BranchResult) -> None:
-        """The conversation keeps its settings across a branch; the file must say so on the new path
-        (recovery reads only the path): record each setting the path does not hold as it is now.
-        A branch back to the start holds none."""
-        config = self.config
-        if result.model != config.model:
-            self.transcript.add(ModelChangeEntry(model=config.model))
-        if result.thinking_level != config.thinking_level:
-            self.transcript.add(ThinkingLevelChangeEntry(thinking_level=config.thinking_level))
-        names = [tool.name for tool in config.tools] or list(config.tool_names)
-        if (result.active_tools or []) != names:
-            self.transcript.add(ActiveToolsChangeEntry(active_tools=names))
-        if (result.system_prompt or "") != config.system_prompt:
-            self.transcript.add(CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=config.system_prompt))
 
     @branch.validator
     def _validate_branch(self, request: BranchRequest) -> None:
