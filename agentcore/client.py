@@ -325,13 +325,12 @@ class AgentClient:
             raise ValidationError("fork needs AgentClient(sessions_dir=...), the workers' sessions directory")
         source = await self.attach(session_id)
         await source.wait_for_idle()  # everything the workflow holds is in the file
-        target = self.sessions_dir / f"{new_session_id}.jsonl"
+        # Absolute paths inside the root: a relative sessions directory (the default
+        # ``.agentcore/sessions``) would otherwise be joined to the root a second time.
+        paths = SessionPaths(self.sessions_dir)
+        target = paths.path_for(new_session_id)
         fork_session(
-            self.sessions_dir / f"{session_id}.jsonl",
-            from_entry_id,
-            target,
-            session_id=new_session_id,
-            root=self.sessions_dir,
+            paths.path_for(session_id), from_entry_id, target, session_id=new_session_id, root=paths
         ).close()
         return await self.recover(target, session_id=new_session_id)
 

@@ -11,7 +11,9 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -211,10 +213,10 @@ def test_dev_on_a_taken_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
             timeout=60,
         )
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1] == (
-        f"agentcore: port {port}, asked for Temporal, is in use (another Temporal dev server?); "
-        "pick another port or stop what holds it"
-    )
+    # What holds the port is named, with the command that stops it.
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"agentcore: port {port}, asked for Temporal, is held by process {os.getpid()} (")
+    assert last.endswith(f"stop it with: kill {os.getpid()}  (or pick another port)")
     assert "Traceback" not in result.stderr
 
 
@@ -276,3 +278,96 @@ def test_sigterm_stops_dev_and_the_server_it_started(tmp_path: Path) -> None:
             dev.kill()
             for pid in servers:
                 os.kill(int(pid), signal.SIGKILL)
+
+
+def _dev(data_dir: Path, *more: str, lines: list[str] | None = None) -> subprocess.Popen[str]:
+    """``agentcore dev`` serving (no chat, web or UI), once it says so; its stderr lines in ``lines``."""
+    argv = [
+        AGENTCORE,
+        "dev",
+        "--no-chat",
+        "--no-web",
+        "--no-ui",
+        "--demo-port",
+        "0",
+        "--data-dir",
+        str(data_dir),
+    ]
+    dev = subprocess.Popen([*argv, *more], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert dev.stderr is not None
+    lines = [] if lines is None else lines
+    for line in dev.stderr:
+        lines.append(line)
+        if "serving until Ctrl-C" in line:
+            return dev
+    raise AssertionError("dev did not start: " + "".join(lines))
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if "zombie" in Path(f"/proc/{pid}/status").read_text():
+                return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_sigkill_of_dev_takes_its_temporal_server_with_it(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dev = _dev(tmp_path, "--port", str(port))
+    children = [
+        int(pid)
+        for task in Path(f"/proc/{dev.pid}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    [server] = [pid for pid in children if "start-dev" in Path(f"/proc/{pid}/cmdline").read_text()]
+    try:
+        dev.kill()  # SIGKILL: no handler runs, nothing unwinds
+        dev.wait(timeout=10)
+        assert _gone(server), "the Temporal dev server outlived the SIGKILLed dev"
+        # The next dev gets the same port and the same database.
+        again = _dev(tmp_path, "--port", str(port))
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=30) == 143
+        assert again.stderr is not None and "Traceback" not in again.stderr.read()
+    finally:
+        for process in (dev,):
+            if process.poll() is None:
+                process.kill()
+        if not _gone(server, 0.1):
+            os.kill(server, signal.SIGKILL)
+
+
+def test_a_temporal_server_left_by_an_earlier_run_is_replaced(tmp_path: Path) -> None:
+    from agentcore.temporal import find_temporal_binary
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # What a dev SIGKILLed on a system without a parent-death signal left behind.
+    stale = subprocess.Popen(
+        [find_temporal_binary(), "server", "start-dev", "--headless", "--port", str(port),
+         "--db-filename", str(tmp_path / "temporal.db")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    (tmp_path / "temporal.pid").write_text(f"{stale.pid}\n")
+    dev = None
+    try:
+        lines: list[str] = []
+        dev = _dev(tmp_path, "--port", "0", lines=lines)
+        assert f"stopped a Temporal dev server an earlier run left running (pid {stale.pid})\n" in lines, (
+            lines
+        )
+        assert stale.wait(timeout=10) is not None
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(timeout=30) == 143
+    finally:
+        if stale.poll() is None:
+            stale.kill()
+        if dev is not None and dev.poll() is None:
+            dev.kill()

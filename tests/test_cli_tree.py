@@ -44,3 +44,25 @@ async def test_tree_commands(deployment: Deployment, capsys: pytest.CaptureFixtu
         assert storage.get_metadata().name == "Calculations"
         assert storage.build_context().messages[-1].text.endswith("Tokyo is UTC+9.\n</summary>")  # type: ignore[union-attr]
     assert await run(deployment.argv("branch", "cli-tree", "no-such-entry")) != 0
+
+
+async def test_fork_with_the_default_relative_sessions_dir(
+    temporal_client: Client,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The layout ``agentcore dev`` makes by default: ``.agentcore/sessions`` relative to where it runs.
+    monkeypatch.chdir(tmp_path)
+    async with demo_deployment(temporal_client, tmp_path, data_dir=Path(".agentcore")) as deployment:
+        agent = await deployment.start_demo("cli-rel")
+        await agent.prompt("What is 12 * 7.5?")
+        await agent.wait_for_idle(timeout=30)
+        capsys.readouterr()
+        argv = ["--address", deployment.address, "--task-queue", deployment.task_queue]
+        assert await run([*argv, "messages", "cli-rel"]) == 0
+        first_answer = capsys.readouterr().out.splitlines()[-1].split()[1]
+        assert await run([*argv, "fork", "cli-rel", first_answer, "cli-rel-fork"]) == 0
+        assert "into cli-rel-fork (4 messages)" in capsys.readouterr().out
+        assert (tmp_path / ".agentcore" / "sessions" / "cli-rel-fork.jsonl").is_file()
+        assert not (tmp_path / ".agentcore" / "sessions" / ".agentcore").exists()

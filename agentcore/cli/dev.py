@@ -159,6 +159,8 @@ async def _temporal_for_dev(
             f"its log: {data_dir / 'temporal.log'}",
             exit_code=2,
         ) from None
+    if server.replaced_pid is not None:
+        _progress(f"stopped a Temporal dev server an earlier run left running (pid {server.replaced_pid})")
     try:
         # The server puts its UI 1000 ports above its own unless told where.
         ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000
