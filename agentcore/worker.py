@@ -22,47 +22,41 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
-from temporalio.converter import DataConverter
-from temporalio.worker import Interceptor, Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import Worker
 
-from agentcore.activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
-from agentcore.activities.compaction import BranchActivities, CompactionActivities
 from agentcore.logs import setup_logging
 from agentcore.runtime import StreamFn
 from agentcore.state import GetApiKey
-from agentcore.temporal import DevServer, ensure_data_converter, tracing
+from agentcore.temporal import DevServer
 from agentcore.temporal.metrics import AgentMetrics, MetricsServer
-from agentcore.temporal.observe import AgentObserver
-from agentcore.temporal.payloads import PAYLOADS_SUBDIR
-from agentcore.temporal.runner import ContextFreeSandboxedRunner, is_context_free
-from agentcore.tools import AgentTool, ToolRegistry
-from agentcore.workflows import ConversationWorkflow
-from agentcore.workflows.policies import HEARTBEAT_THROTTLE
+from agentcore.temporal.plugin import (
+    ActivitiesOnly,
+    AgentcorePlugin,
+    observability_interceptors,
+    plugin_of,
+    workflow_runner,
+)
+from agentcore.tools import AgentTool
 
 if TYPE_CHECKING:
     from agentcore.mcp import MCPServerSpec, MCPToolset
+
+__all__ = [
+    "DEFAULT_TASK_QUEUE",
+    "AgentWorker",
+    "AgentcorePlugin",
+    "create_worker",
+    "main",
+    "observability_interceptors",
+    "tune_gc_for_worker",
+    "workflow_runner",
+]
 
 logger = logging.getLogger("agentcore.worker")
 
 DEFAULT_TASK_QUEUE = "agentcore"
 # ``gc.set_threshold`` for a worker process (``tune_gc_for_worker``); Python's default is (700, 10, 10).
 GC_THRESHOLDS = (20_000, 20, 50)
-
-
-def workflow_runner(data_converter: DataConverter | None = None) -> SandboxedWorkflowRunner:
-    # agentcore is deterministic library code (no I/O at import, clock and ids injected): pass it
-    # through so its pydantic models are built once per process, not once per workflow run. The
-    # workflow package too: its modules hold no state, and executing them again for every run (the
-    # decorators inspect each handler) cost 23-26 ms of CPU per new run or replay, against 0.3 ms.
-    # Determinism is kept by the replay tests over recorded histories.
-    # OpenTelemetry's context is shared with the tracing interceptor outside the sandbox.
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(
-        "agentcore", "orjson", "opentelemetry"
-    )
-    if data_converter is not None and is_context_free(data_converter):
-        return ContextFreeSandboxedRunner(restrictions=restrictions)
-    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def create_worker(
@@ -80,38 +74,44 @@ def create_worker(
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
 
+    ``AgentcorePlugin`` (``agentcore.temporal.plugin``) does the registering: the client's own
+    plugin when it was connected with one (then the plugin holds the tools and the sessions
+    directory, and the arguments here that it takes must be left out), or else one made from the
+    arguments here, which mean what they mean there. This adds agentcore's tuning of the worker and
+    a second worker for the remote activities (``AgentWorker``). ``worker_options`` go to ``Worker``
+    as they are.
+
     ``tools`` is the registry the conversations' ``AgentOptions.tools`` name; ``stream_fn`` replaces
-    the provider dispatch (tests, custom providers); ``worker_options`` go to ``Worker`` as they are.
-    Payloads of 256 KB and more (large tool results, say) are kept in ``payloads_dir`` (default
-    ``<sessions_dir>/.payloads``), which every worker must share, and the history refers to them:
-    see ``agentcore.temporal.payloads``. ``mcp_servers`` (``agentcore.mcp``) add their tools, named
-    ``mcp:SERVER`` or ``mcp:SERVER/TOOL``; the worker connects to them when it starts and lets them go
-    when it stops.
+    the provider dispatch (tests, custom providers). Payloads of 256 KB and more (large tool results,
+    say) are kept in ``payloads_dir`` (default ``<sessions_dir>/.payloads``), which every worker must
+    share, and the history refers to them: see ``agentcore.temporal.payloads``. ``mcp_servers``
+    (``agentcore.mcp``) add their tools, named ``mcp:SERVER`` or ``mcp:SERVER/TOOL``; the worker
+    connects to them when it starts and lets them go when it stops.
 
     ``metrics`` counts the agent's runs, turns, calls, tokens and cost (``agentcore.temporal.metrics``);
     a ``MetricsServer`` also serves the SDK's metrics, for which ``client`` must have been connected
     with ``runtime=metrics.runtime``. With OpenTelemetry configured (``OTEL_*``), the worker traces
     workflows, activities, model calls and tool calls (``agentcore.temporal.tracing``).
     """
-    if payloads_dir is None:
-        payloads_dir = Path(sessions_dir) / PAYLOADS_SUBDIR
-    client = ensure_data_converter(client, payloads_dir)
-    registry = ToolRegistry(list(tools))
-    mcp_toolset = None
-    if mcp_servers:
-        from agentcore.mcp import MCPToolset  # the optional extra: agentcore[mcp]
-
-        mcp_toolset = MCPToolset(mcp_servers, registry)
-    store = SessionStore(sessions_dir)
-    llm = LlmActivities(store, registry, stream_fn=stream_fn, get_api_key=get_api_key)
-    tool_activities = ToolActivities(registry)
-    session = SessionActivities(store)
-    compaction = CompactionActivities(store, stream_fn=stream_fn, get_api_key=get_api_key)
-    worker_options["interceptors"] = [
-        *worker_options.get("interceptors", ()),
-        *observability_interceptors(client, metrics),
-    ]
-    worker_options.setdefault("workflow_runner", workflow_runner(client.data_converter))
+    plugin = plugin_of(client)
+    if plugin is None:
+        plugin = AgentcorePlugin(
+            tools=tools,
+            mcp_servers=mcp_servers,
+            sessions_dir=sessions_dir,
+            payloads_dir=payloads_dir,
+            stream_fn=stream_fn,
+            get_api_key=get_api_key,
+            metrics=metrics,
+        )
+        config = client.config()
+        config["plugins"] = [*config["plugins"], plugin]
+        client = Client(**config)
+    elif tools or mcp_servers or stream_fn or get_api_key or payloads_dir or metrics:
+        raise ValueError(
+            "the client carries an AgentcorePlugin: give tools, MCP servers, stream_fn, get_api_key, "
+            "payloads_dir and metrics to the plugin, not to create_worker"
+        )
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
@@ -121,52 +121,11 @@ def create_worker(
     # A dead worker's sticky queue holds its conversations' next tasks this long before any other
     # worker may take them (the SDK default is 10 s).
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
-    worker_options.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
-    worker_options.setdefault("default_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
     # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
     worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
-    worker = AgentWorker(
-        client,
-        task_queue=task_queue,
-        workflows=[ConversationWorkflow],
-        activities=[
-            llm.stream,
-            tool_activities.execute,
-            tool_activities.describe,
-            session.append,
-            session.import_session,
-            compaction.compact,
-            BranchActivities(compaction).branch,
-        ],
-        **worker_options,
-    )
-    worker.mcp = mcp_toolset
+    worker = AgentWorker(client, task_queue=task_queue, **worker_options)
+    worker.mcp = plugin.mcp
     return worker
-
-
-def observability_interceptors(
-    client: Client, metrics: MetricsServer | AgentMetrics | None
-) -> list[Interceptor]:
-    """Temporal's tracing interceptor (unless the client brings it) and the agent's span and metric
-    recorder, as far as tracing and ``metrics`` are on."""
-    if isinstance(metrics, MetricsServer):
-        if client.service_client.config.runtime is not metrics.runtime:
-            raise ValueError(
-                "create_worker(metrics=MetricsServer): connect the client with runtime=metrics.runtime, "
-                "or the SDK's metrics go to another runtime"
-            )
-        metrics = metrics.agent
-    interceptors: list[Interceptor] = []
-    tracer = tracing.tracer()
-    if tracer is not None and not tracing.has_tracing_interceptor(client.config()["interceptors"]):
-        interceptor = tracing.tracing_interceptor()
-        if interceptor is not None:
-            interceptors.append(interceptor)
-    if tracer is not None or metrics is not None:
-        interceptors.append(
-            AgentObserver(metrics=metrics, tracer=tracer, capture_content=tracing.capture_content())
-        )
-    return interceptors
 
 
 # ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
@@ -217,8 +176,12 @@ class AgentWorker(Worker):
         remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
         self.mcp: MCPToolset | None = None
         self._remote: Worker | None = None
-        if options.get("activities") and not options.get("no_remote_activities"):
+        serves_activities = bool(options.get("activities")) or plugin_of(client) is not None
+        if serves_activities and not options.get("no_remote_activities"):
             options["no_remote_activities"] = True
+            # The client's plugins (an ``AgentcorePlugin`` among them) register workflows on every
+            # worker made from it; this one is given activities only.
+            remote_options["plugins"] = [*remote_options.get("plugins", ()), ActivitiesOnly()]
             self._remote = Worker(client, task_queue=task_queue, **remote_options)
         super().__init__(client, task_queue=task_queue, **options)
 
@@ -228,17 +191,6 @@ class AgentWorker(Worker):
         return self._remote
 
     async def run(self) -> None:
-        # MCP servers live as long as the worker: connected (stdio ones started) before it polls, so
-        # its first tool calls find their tools, and let go (processes stopped) when it stops.
-        if self.mcp is not None:
-            await self.mcp.start()
-        try:
-            await self._run_workers()
-        finally:
-            if self.mcp is not None:
-                await self.mcp.stop()
-
-    async def _run_workers(self) -> None:
         if self._remote is None:
             await super().run()
             return

@@ -35,7 +35,7 @@ async def test_remote_activities_are_polled_by_a_worker_of_their_own(
     assert isinstance(worker, Worker)
     remote = worker.remote_activities
     assert remote is not None
-    main, other = worker.config(), remote.config()
+    main, other = worker.config(active_config=True), remote.config(active_config=True)
     assert main["no_remote_activities"] is True and main["max_concurrent_workflow_tasks"] == 3
     assert main["workflows"] and not other.get("workflows")
     assert {getattr(fn, "__temporal_activity_definition").name for fn in other["activities"]} >= {

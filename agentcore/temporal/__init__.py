@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .connect import (
     DATA_CONVERTER,
     ConnectionSettings,
@@ -14,7 +16,11 @@ from .connect import (
 )
 from .devserver import DevServer, dynamic_config_args, find_temporal_binary
 
+if TYPE_CHECKING:
+    from .plugin import AgentcorePlugin
+
 __all__ = [
+    "AgentcorePlugin",
     "DATA_CONVERTER",
     "ConnectionSettings",
     "TemporalConfigError",
@@ -27,3 +33,13 @@ __all__ = [
     "find_temporal_binary",
     "search_attribute_keys",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The plugin brings the workflow and its activities: imported when asked for, so a process that
+    # only connects (the CLI, a web app) does not load them.
+    if name == "AgentcorePlugin":
+        from .plugin import AgentcorePlugin
+
+        return AgentcorePlugin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
