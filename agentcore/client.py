@@ -53,11 +53,13 @@ from .model import Model, ThinkingLevel, parse_thinking_level
 from .protocol import (
     EVENTS_TOPIC,
     ROLLING_OVER,
+    UPDATE_CLEAR_QUEUES,
     WORKFLOW_NAME,
     AbortRequest,
     Accepted,
     BranchRequest,
     BranchResult,
+    ClearQueuesRequest,
     CommandRequest,
     CompactRequest,
     ConversationConfig,
@@ -69,6 +71,7 @@ from .protocol import (
     MessagesQuery,
     PromptRequest,
     QueuedMessage,
+    QueueName,
     QueuesState,
     SessionNameRequest,
     SetModelRequest,
@@ -668,6 +671,27 @@ class DurableAgent:
 
     async def get_queues(self) -> QueuesState:
         return await self._query("get_queues", None, QueuesState)
+
+    async def clear_queues(self, queue: QueueName = "all", *, id: str | None = None) -> QueuesState:
+        """Empty the ``"steering"`` or ``"follow_up"`` queue, or ``"all"``; returns the messages it
+        removed. Nothing is written to the session file (queued messages are not in it yet)."""
+        request_id = id or _new_id()
+        return await self._update(
+            UPDATE_CLEAR_QUEUES, ClearQueuesRequest(id=request_id, queue=queue), request_id, QueuesState
+        )
+
+    async def clear_steering_queue(self) -> QueuesState:
+        return await self.clear_queues("steering")
+
+    async def clear_follow_up_queue(self) -> QueuesState:
+        return await self.clear_queues("follow_up")
+
+    async def clear_all_queues(self) -> QueuesState:
+        return await self.clear_queues("all")
+
+    async def has_queued_messages(self) -> bool:
+        queues = await self.get_queues()
+        return bool(queues.steering or queues.follow_up)
 
     # ------------------------------------------------------------------------------- events
 

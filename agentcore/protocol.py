@@ -35,6 +35,7 @@ UPDATE_SET_THINKING_LEVEL = "set_thinking_level"
 UPDATE_SET_TOOLS = "set_tools"
 UPDATE_SET_SYSTEM_PROMPT = "set_system_prompt"
 UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
+UPDATE_CLEAR_QUEUES = "clear_queues"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
@@ -227,8 +228,20 @@ class MessagesPage(WireModel):
 
 
 class QueuesState(WireModel):
-    steering: list[QueuedMessage]
-    follow_up: list[QueuedMessage]
+    """The queued messages (``get_queues``), or the ones a ``clear_queues`` removed."""
+
+    steering: list[QueuedMessage] = Field(default_factory=list)
+    follow_up: list[QueuedMessage] = Field(default_factory=list)
+
+
+QueueName = Literal["steering", "follow_up", "all"]
+
+
+class ClearQueuesRequest(WireModel):
+    """``clear_queues``: which queue to empty; its id makes a resent request apply once."""
+
+    id: str = ""
+    queue: QueueName = "all"
 
 
 class DurableState(WireModel):

@@ -21,6 +21,7 @@ from temporalio.client import Client
 
 from agentcore.cli import run
 from agentcore.messages import AssistantMessage
+from agentcore.protocol import QueuesState
 from tests.cli_support import AGENTCORE, Deployment, demo_deployment
 from tests.durable_support import eventually
 
@@ -83,6 +84,26 @@ async def test_steer_follow_up_and_abort_reach_the_conversation(
     assert [m.message.text for m in queues.follow_up] == ["And a dessert wine?"]
     printed_ids = capsys.readouterr().out.split()
     assert printed_ids == [queues.steering[0].id, queues.follow_up[0].id]
+
+
+async def test_clear_drops_queued_messages_and_prints_them(
+    deployment: Deployment, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = await deployment.start_demo("cli-clear")
+    for queued in (agent.steer("Only half bottles."), agent.steer("Red only."), agent.follow_up("Dessert?")):
+        await queued
+    capsys.readouterr()
+    assert await run(deployment.argv("clear", "cli-clear", "--steering")) == 0
+    assert capsys.readouterr().out.splitlines() == ["steering: Only half bottles.", "steering: Red only."]
+    queues = await agent.get_queues()
+    assert queues.steering == [] and [m.message.text for m in queues.follow_up] == ["Dessert?"]
+
+    await agent.steer("Under 30 dollars.")
+    assert await run(deployment.argv("clear", "cli-clear")) == 0
+    assert capsys.readouterr().out.splitlines() == ["steering: Under 30 dollars.", "follow_up: Dessert?"]
+    assert await agent.get_queues() == QueuesState()
+    assert await run(deployment.argv("clear", "cli-clear", "--follow-up")) == 0
+    assert capsys.readouterr().out == ""
 
 
 async def test_sessions_lists_status_model_messages_and_cost(

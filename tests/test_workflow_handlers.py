@@ -72,6 +72,58 @@ async def test_continue_preconditions_and_queue_drain(temporal_client: Client, t
         assert (await agent.get_queues()).steering == []
 
 
+async def test_queued_messages_can_be_cleared_and_are_never_sent(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """pi's clearSteeringQueue / clearFollowUpQueue / clearAllQueues on a durable conversation: each
+    returns what it removed, a cleared message never reaches the model, nothing reaches the file."""
+    model = ScriptedModel(_echo)
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start("clear", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        await agent.wait_for_idle(timeout=20)
+        file_before = h.session_path("clear").read_bytes()
+
+        await agent.steer("steer one")
+        await agent.steer("steer two")
+        await agent.follow_up("follow one")
+        removed = await agent.clear_steering_queue()
+        assert [q.message.text for q in removed.steering] == ["steer one", "steer two"]
+        assert removed.follow_up == []
+        queues = await agent.get_queues()
+        assert queues.steering == [] and [q.message.text for q in queues.follow_up] == ["follow one"]
+        assert (await agent.get_state()).steering_queue_length == 0
+
+        assert await agent.has_queued_messages()
+        removed = await agent.clear_follow_up_queue()
+        assert [q.message.text for q in removed.follow_up] == ["follow one"] and removed.steering == []
+        assert not await agent.has_queued_messages()
+        # Nothing is queued any more: continuing from the assistant's answer has nothing to send.
+        with pytest.raises(InvalidMessageRoleError):
+            await agent.continue_()
+
+        await agent.steer("steer three")
+        await agent.follow_up("follow two")
+        removed = await agent.clear_all_queues()
+        assert [q.message.text for q in removed.steering] == ["steer three"]
+        assert [q.message.text for q in removed.follow_up] == ["follow two"]
+        assert await agent.get_queues() == (await agent.clear_all_queues())  # both empty now
+
+        # A resent clear (same id) applies once: it does not empty what was queued since.
+        await agent.clear_queues("all", id="clear-1")
+        await agent.steer("kept")
+        assert (await agent.clear_queues("all", id="clear-1")).steering == []
+        assert [q.message.text for q in (await agent.get_queues()).steering] == ["kept"]
+        await agent.clear_all_queues()
+
+        await agent.wait_for_idle(timeout=20)
+        assert h.session_path("clear").read_bytes() == file_before
+        await agent.prompt("again")
+        await agent.wait_for_idle(timeout=20)
+        sent = [m.text for m in model.calls[-1].messages if m.role == "user"]  # type: ignore[union-attr]
+        assert sent == ["hello", "again"]
+
+
 async def test_settings_updates_are_recorded_in_the_session(temporal_client: Client, tmp_path: Path) -> None:
     async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), tools=[add_tool()]) as h:
         agent = await h.agents.start("settings", AgentOptions(model=scripted_model()))

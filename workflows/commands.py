@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
         Accepted,
         ActivityEvents,
         BranchResult,
+        ClearQueuesRequest,
         CommandRequest,
         DurableState,
         MessagesPage,
@@ -211,6 +212,24 @@ class CommandHandlers(ConversationState):
             self._remember(item.id)
             self._count_messages(1)
             self.follow_up.append(item)
+
+    @workflow.update(name="clear_queues")
+    async def clear_queues(self, request: ClearQueuesRequest) -> QueuesState:
+        """Empty the steering and/or follow-up queue; returns what it removed (pi's
+        ``clearSteeringQueue`` / ``clearFollowUpQueue`` / ``clearAllQueues``). A queued message
+        reaches the session file only when a run takes it, so nothing is written or recorded."""
+        if self._seen(request.id):
+            return QueuesState()  # applied already: a resent clear must not empty what came since
+        self._remember(request.id)
+        removed = QueuesState()
+        if request.queue in ("steering", "all"):
+            removed.steering = list(self.steering)
+            self.steering.clear()
+        if request.queue in ("follow_up", "all"):
+            removed.follow_up = list(self.follow_up)
+            self.follow_up.clear()
+        self._set_details()
+        return removed
 
     @workflow.signal(name="abort")
     def abort(self, request: AbortRequest) -> None:

@@ -6,6 +6,7 @@
     agentcore chat [SESSION]            talk to a conversation (starts it if new)
     agentcore web                       the web chat: list, start and talk to conversations
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
+    agentcore clear SESSION [--steering | --follow-up]   drop queued messages (both queues by default)
     agentcore state SESSION             status, model, messages, queues, usage
     agentcore events SESSION [--follow] [--from N]
     agentcore sessions                  every conversation, with status, model, messages and cost
@@ -38,6 +39,7 @@ from .commands import (
     CliError,
     cmd_abort,
     cmd_chat,
+    cmd_clear,
     cmd_codec_server,
     cmd_events,
     cmd_export,
@@ -321,6 +323,16 @@ def build_parser() -> argparse.ArgumentParser:
         sub = command(name, handler, what)
         sub.add_argument("session")
         sub.add_argument("text")
+    clear = command("clear", cmd_clear, "drop queued steering and follow-up messages; prints what it removed")
+    clear.add_argument("session")
+    which = clear.add_mutually_exclusive_group()
+    which.add_argument(
+        "--steering", dest="queue", action="store_const", const="steering", help="only the steering queue"
+    )
+    which.add_argument(
+        "--follow-up", dest="queue", action="store_const", const="follow_up", help="only the follow-up queue"
+    )
+    clear.set_defaults(queue="all")
     abort = command("abort", cmd_abort, "abort the current turn (the conversation goes on)")
     abort.add_argument("session")
     abort.add_argument("--reason")

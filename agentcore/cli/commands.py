@@ -72,6 +72,20 @@ async def cmd_follow_up(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_clear(args: argparse.Namespace) -> int:
+    """Prints each removed message as ``steering: TEXT`` / ``follow_up: TEXT``."""
+    agent = await attached(args)
+    removed = await agent.clear_queues(args.queue)
+    for queue, items in (("steering", removed.steering), ("follow_up", removed.follow_up)):
+        for item in items:
+            print(f"{queue}: {item.message.text}")
+    cli_logger().info(
+        f"removed {len(removed.steering)} steering and {len(removed.follow_up)} follow-up "
+        f"message(s) from {agent.session_id}"
+    )
+    return 0
+
+
 async def cmd_abort(args: argparse.Namespace) -> int:
     agent = await attached(args)
     await agent.abort(args.reason)
