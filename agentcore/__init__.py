@@ -56,6 +56,7 @@ from .messages import (
 from .model import Model, ModelCost, QueueMode, ThinkingLevel, ToolExecutionMode
 from .runtime import AbortSignal, LlmContext, Runtime, StreamFn, StreamOptions
 from .state import AgentOptions, AgentState
+from .subagents import subagent_tool
 from .tools import AgentTool, AgentToolResult, ToolSpec
 
 __all__ = [
@@ -123,4 +124,5 @@ __all__ = [
     "agent_loop",
     "agent_loop_continue",
     "stream_assistant_response",
+    "subagent_tool",
 ]

@@ -289,7 +289,7 @@ class Agent:
             get_api_key=options.get_api_key,
             max_tokens=options.max_tokens,
             temperature=options.temperature,
-            runtime=InProcessRuntime(self.stream_fn),
+            runtime=InProcessRuntime(self.stream_fn, options.get_api_key),
             max_concurrent_tools=self.limits.max_concurrent_tools,
             compact_context=self._compact_context,
             activate_tools=self._activate_tools,

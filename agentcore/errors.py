@@ -72,6 +72,8 @@ SESSION_PATH_OUTSIDE_ROOT = "SESSION_PATH_OUTSIDE_ROOT"
 EXECUTION_ERROR = "EXECUTION_ERROR"  # execute raised
 INVALID_TOOL_RESULT = "INVALID_TOOL_RESULT"  # execute returned something other than AgentToolResult
 TOOL_CALL_TRUNCATED = "TOOL_CALL_TRUNCATED"  # the response hit the output token limit mid-call
+# A sub-agent tool whose child would run deeper than its ``max_depth`` (``agentcore.subagent_tool``).
+SUBAGENT_DEPTH_EXCEEDED = "SUBAGENT_DEPTH_EXCEEDED"
 TOOL_UNAVAILABLE = (
     "TOOL_UNAVAILABLE"  # the process or server behind a tool is down (``ToolUnavailableError``)
 )

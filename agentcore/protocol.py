@@ -136,6 +136,20 @@ class PendingRun(WireModel):
     skip_initial_steering_poll: bool = False
 
 
+class SubagentRun(WireModel):
+    """A conversation started by a sub-agent tool's call (``agentcore.subagents``): it runs its task
+    once and ends, returning the call's result to the parent."""
+
+    parent_session_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    # 1 for a child of the conversation a person talks to; its own sub-agents run one deeper.
+    depth: int = 1
+    # The deepest its descendants may run: the smallest ``max_depth`` of the tools that led here.
+    max_depth: int = 2
+
+
 class ConversationInput(WireModel):
     """Start input, and the carry-over of a continue-as-new."""
 
@@ -168,6 +182,8 @@ class ConversationInput(WireModel):
     # ``AgentClient.recover`` without the workers' sessions directory: the session file to place
     # under the session id before anything is written (by ``session.import``, in a worker).
     import_session_from: str | None = None
+    # Set when this conversation is a sub-agent's run: it ends with the run, returning its result.
+    subagent: SubagentRun | None = None
 
 
 class PromptRequest(WireModel):

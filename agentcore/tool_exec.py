@@ -175,7 +175,9 @@ async def execute_tool(
         work = asyncio.to_thread(tool.execute, call.id, validated, signal, update_from_thread)
 
     try:
-        outcome = await _until_aborted(work, signal)
+        # A sub-agent ends its run on the abort and answers with what it had (``agentcore.subagents``):
+        # wait for that instead of racing the abort, which would drop it.
+        outcome = await (work if tool.subagent is not None else _until_aborted(work, signal))
     except ToolUnavailableError:
         raise  # the runtime decides: retry the call, or record its outcome as unknown
     except Exception as exc:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from .jsonschema import check_schema
 from .messages import ToolResultContent, Usage, WireModel
-from .model import ToolExecutionMode
+from .model import Model, ThinkingLevel, ToolExecutionMode
 
 TOOL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")  # whole name: fullmatch
 # A provider whose model sent tool arguments that are not a JSON object keeps the raw text under this
@@ -54,6 +54,22 @@ def _check_description(value: str) -> str:
     return value
 
 
+class SubagentSpec(WireModel):
+    """What a durable conversation needs to run a sub-agent tool (``agentcore.subagent_tool``) as a
+    child conversation: the child's settings, with its tools by name (a worker registers them)."""
+
+    system_prompt: str = ""
+    model: Model
+    thinking_level: ThinkingLevel = ThinkingLevel.OFF
+    tool_names: list[str] = Field(default_factory=list)
+    tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
+    max_tokens: int | None = None
+    temperature: float | None = None
+    # How deep sub-agents may nest from the conversation a person talks to (depth 0): this tool's
+    # child runs at its caller's depth plus one, and is not started past ``max_depth``.
+    max_depth: int = 2
+
+
 class _ToolFields(BaseModel):
     """What a tool spec and a tool share, with the SPEC-8.2 checks written once."""
 
@@ -64,6 +80,8 @@ class _ToolFields(BaseModel):
     timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
     # False: an interrupted call must never run again; its result is recorded as "outcome unknown".
     retry_safe: bool = True
+    # Set for a sub-agent tool: a durable conversation runs it as a child workflow, not an activity.
+    subagent: SubagentSpec | None = None
 
     @field_validator("name")
     @classmethod
@@ -106,6 +124,8 @@ class AgentTool(_ToolFields):
     parameters: Any = Field(default_factory=lambda: {"type": "object", "properties": {}})
     execute: ToolExecute
     prepare_arguments: PrepareArguments | None = None
+    # Tools this tool's work calls (a sub-agent's): a worker that registers it registers them too.
+    nested_tools: list[Any] = Field(default_factory=list)
 
     @field_validator("parameters")
     @classmethod
@@ -136,6 +156,7 @@ class AgentTool(_ToolFields):
             execution_mode=self.execution_mode,
             timeout_seconds=self.timeout_seconds,
             retry_safe=self.retry_safe,
+            subagent=self.subagent,
             schema_checks_arguments=self.prepare_arguments is None
             and (self.parameters is None or isinstance(self.parameters, bool | dict)),
         )
@@ -172,6 +193,13 @@ class ToolRegistry:
         self._sources: list[ToolSource] = []
         for tool in tools or []:
             self.register(tool)
+        # A sub-agent's own tools, unless registered already (the worker's own tool of that name wins).
+        pending = [nested for tool in tools or [] for nested in tool.nested_tools]
+        while pending:
+            nested = pending.pop(0)
+            if isinstance(nested, AgentTool) and nested.name not in self._tools:
+                self.register(nested)
+                pending.extend(nested.nested_tools)
 
     def register(self, tool: AgentTool) -> None:
         if tool.name in self._tools and self._tools[tool.name] is not tool:

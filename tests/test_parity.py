@@ -24,7 +24,7 @@ import orjson
 import pytest
 from temporalio.client import Client
 
-from agentcore import Agent, AgentOptions, AgentTool, AgentToolResult, ToolExecutionMode
+from agentcore import Agent, AgentOptions, AgentTool, AgentToolResult, ToolExecutionMode, subagent_tool
 from agentcore.compaction import CompactionSettings
 from agentcore.events import DURABLE_ONLY_EVENTS, AgentEvent
 from agentcore.messages import AssistantMessage, Message, TextContent, UserMessage
@@ -83,6 +83,15 @@ def unlocking_tool() -> AgentTool:
 
 def _default_tools() -> list[AgentTool]:
     return [add_tool(), sleep_tool(), progress_tool(), multiply_tool(), failing_tool(), finishing_tool()]
+
+
+def researcher_tool() -> AgentTool:
+    """A sub-agent with tools of its own; in-process it answers through the caller's stream function,
+    durably through the worker's: one scripted model plays both agents, in call order."""
+    options = AgentOptions(
+        model=scripted_model(), system_prompt="You research.", tools=[add_tool(), sleep_tool()]
+    )
+    return subagent_tool("researcher", "Researches a question and reports.", options)
 
 
 # A model with a small window, and a history that fills most of it: the next model call compacts first.
@@ -193,6 +202,31 @@ SCENARIOS = [
         active=["unlock"],
     ),
     Scenario(
+        "subagent",
+        _model(
+            [
+                tool_calls([("researcher", {"task": "Add 1 and 2."})]),
+                tool_calls([("add", {"a": 1, "b": 2})], preamble="Adding."),  # the sub-agent
+                text("It is 3."),  # the sub-agent's answer
+                text("The researcher says 3."),
+            ]
+        ),
+        tools=[researcher_tool()],
+    ),
+    Scenario(
+        "subagent_aborted_through_parent",
+        _model(
+            [
+                tool_calls([("researcher", {"task": "Dig."})]),
+                tool_calls([("sleep", {"seconds": 5})], preamble="One lead so far."),
+                text("never"),
+            ]
+        ),
+        tools=[researcher_tool()],
+        # The sub-agent's first progress: its sleep call started.
+        triggers=[("tool_execution_update", 1, "abort", "")],
+    ),
+    Scenario(
         "auto_compaction",
         _model([text("SUMMARY OF EARLIER WORK"), text("Fresh answer.")]),
         model=SMALL_MODEL,
@@ -205,7 +239,8 @@ SCENARIOS = [
 
 # ------------------------------------------------------------------------------------ normalising
 
-_MADE_UP_IDS = {"entry_id", "first_kept_entry_id"}
+# A sub-agent's session id names its parent's (a durable session id; "agent" in-process).
+_MADE_UP_IDS = {"entry_id", "first_kept_entry_id", "session_id"}
 
 
 def _scrub(value: Any, loose: bool) -> Any:

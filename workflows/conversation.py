@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         ImportSessionInput,
         PendingRun,
         QueuedMessage,
+        SubagentRun,
     )
     from agentcore.runtime import AbortSignal
     from agentcore.session.entries import (
@@ -55,13 +56,15 @@ with workflow.unsafe.imports_passed_through():
         ThinkingLevelChangeEntry,
     )
     from agentcore.session.stats import SessionStats
-    from agentcore.tools import ToolSpec
+    from agentcore.subagents import subagent_result
+    from agentcore.tools import AgentToolResult, ToolSpec
     from agentcore.transcript import Transcript, add_message_to_stats
 
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .state import _failure
+from .subagents import ParentProgress, serve_as_subagent
 from .tree import TreeHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
@@ -127,9 +130,25 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self._run_ended_at: datetime | None = None
         self.compacting = False
         self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
+        # A sub-agent's conversation (``workflows/subagents.py``): its progress goes to the parent, its
+        # run's result is the workflow's, and a cancellation (the parent's abort) aborts its run.
+        self.subagent: SubagentRun | None = inp.subagent
+        self.progress = ParentProgress(inp.session_id, inp.subagent) if inp.subagent is not None else None
+        self.subagent_outcome: AgentToolResult | None = None
+        self.parent_abort_reason: str | None = None
 
     @workflow.run
-    async def run(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
+    async def run(
+        self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None
+    ) -> AgentToolResult | None:
+        if inp.subagent is not None:
+            return await serve_as_subagent(self, inp)
+        await self.serve(inp)
+        return None
+
+    async def serve(self, inp: ConversationInput) -> None:
+        """The conversation: runs as they come, the session file written, continue-as-new when due.
+        A sub-agent's conversation returns once its one run ended and was written."""
         if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
             self._record_initial_settings(inp)
         if inp.import_session_from is not None:
@@ -156,6 +175,9 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             )
             if self.pending_run is not None:
                 await self._run_agent(self.pending_run)
+            if self.subagent is not None and self.subagent_outcome is not None:
+                await self._end_subagent()
+                return
             await self._defer_flush()
             if self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
                 await self._flush()
@@ -163,6 +185,23 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 self._index()
             if self.pending_run is None and self._continue_as_new_due():
                 await self._continue_as_new()
+
+    async def _end_subagent(self) -> None:
+        """A sub-agent's run ended: its entries written and its progress delivered before the result."""
+        if self.transcript.unwritten and not self.write_blocked:
+            await self._flush()
+        if self._index_deferred:
+            self._index()
+        if self.progress is not None:
+            await self.progress.drained()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    def abort_run(self, reason: str) -> None:
+        """Abort the run going on, or the next one before it starts (a sub-agent cancelled early)."""
+        self.parent_abort_reason = reason
+        if self.abort_signal is not None:
+            self.abort_signal.abort(reason)
+            self._set_details()
 
     def _record_initial_settings(self, inp: ConversationInput) -> None:
         # The session file alone must rebuild the conversation: settings become entries up front.
@@ -183,6 +222,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             self._paced = False  # back to back again
         self.running = True
         self.abort_signal = AbortSignal()
+        if self.parent_abort_reason is not None:
+            self.abort_signal.abort(self.parent_abort_reason)
         self.error_message = None
         self.write_blocked = False
         self.run_count += 1
@@ -223,6 +264,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             async for event in events:
                 self._apply(event)
                 self._publish(event)
+                if self.progress is not None:
+                    self.progress.forward(event)
         finally:
             self.running = False
             self.abort_signal = None
@@ -288,6 +331,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             message = event.message
             if isinstance(message, AssistantMessage) and message.error_message:
                 self.error_message = message.error_message
+        elif event.type == "agent_end" and self.subagent is not None:
+            self.subagent_outcome = subagent_result(self.subagent.tool_name, self.session_id, event.messages)
 
     async def _defer_flush(self) -> None:
         """Let the next run write what this workflow task made, if it comes within ``FLUSH_DELAY``.

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
 
 from . import policies
 from .state import new_id, now_ms
+from .subagents import run_subagent
 from .tree import TreeHandlers
 
 T = TypeVar("T")
@@ -263,6 +264,8 @@ class TemporalRuntime:
         refused = check_arguments_by_schema(spec, call)
         if refused is not None:
             return refused
+        if spec.subagent is not None:
+            return await run_subagent(self.conversation, spec, call, signal)
         limits = self.conversation.limits
         opts = policies.tool_call(limits, spec.timeout_seconds, spec.retry_safe)
         tool_input = ToolCallInput(

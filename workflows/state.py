@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         PendingRun,
         QueuedMessage,
         SessionCreate,
+        SubagentRun,
         within_last_minute,
     )
     from agentcore.runtime import AbortSignal
@@ -141,6 +142,8 @@ class ConversationState:
     # Continuing as new: a new run (prompt, continue) is refused, for the client to send to the next.
     rolling_over: bool
     compacting: bool
+    # Set when this conversation is a sub-agent's run (``subagents.py``).
+    subagent: SubagentRun | None
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
