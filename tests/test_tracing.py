@@ -247,3 +247,28 @@ async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp
     assert result == "hi"
     names = [span.name for span in exporter.get_finished_spans()]
     assert "StartActivity:tests.echo" in names and "RunActivity:tests.echo" in names
+
+
+async def test_a_streamed_answer_is_a_few_spans_with_none_per_delta_batch(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    tracer, exporter = _recording_tracing()
+    config = temporal_client.config()
+    config["interceptors"] = [AgentTracingInterceptor(tracer)]
+    client = Client(**config)
+    # 40 deltas over 2 s: the model call sends them to the workflow in several signal batches.
+    model = ScriptedModel(lambda context: text("word " * 40), chunks=40, delay=0.05)
+    async with running_worker(client, tmp_path, model, interceptors=[AgentObserver(tracer=tracer)]) as h:
+        with tracer.start_as_current_span("app") as app:
+            agent = await h.agents.start("streamed", AgentOptions(model=scripted_model()))
+            await agent.prompt("talk for two seconds")
+            events = await collect_run(agent)
+            await agent.wait_for_idle(timeout=20)
+    assert sum(1 for event in events if event.type == "message_update") >= 20  # it did stream
+    spans = [span for span in exporter.get_finished_spans() if span.name != "app"]
+    names = sorted(span.name for span in spans)
+    # The run, its updates, and the one model call; nothing for each batch of deltas it sent.
+    assert not [name for name in names if "activity_events" in name], names
+    assert names.count("chat scripted") == 1
+    assert len(spans) <= 8, names
+    assert {span.context.trace_id for span in spans} == {app.get_span_context().trace_id}

@@ -37,6 +37,8 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..protocol import SIGNAL_ACTIVITY_EVENTS
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
     from temporalio.contrib.opentelemetry import TracingInterceptor
@@ -49,6 +51,10 @@ logger = logging.getLogger("agentcore.tracing")
 
 # Temporal's own updates and queries (the event stream's polls and offsets): not traced.
 INTERNAL_UPDATE_PREFIX = "__temporal_"
+# The batches of deltas and tool progress a model or tool call sends its conversation while it runs
+# (``agentcore.activities.events``): a dozen or more a turn, each a client and a handler span that
+# said nothing the call's own span does not. Not traced, on either side.
+UNTRACED_SIGNALS = frozenset({SIGNAL_ACTIVITY_EVENTS})
 
 _lock = threading.Lock()
 _interceptor_class: type[TracingInterceptor] | None = None
@@ -211,6 +217,12 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
                 return self.next.handle_query(input)
             return super().handle_query(input)
 
+        async def handle_signal(self, input: temporalio.worker.HandleSignalInput) -> None:
+            if input.signal in UNTRACED_SIGNALS:
+                await self.next.handle_signal(input)
+                return
+            await super().handle_signal(input)
+
     class _ClientSkippingInternalUpdates(temporalio.client.OutboundInterceptor):
         def __init__(
             self,
@@ -231,6 +243,12 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
             if input.query.startswith(INTERNAL_UPDATE_PREFIX):
                 return await self.untraced.query_workflow(input)
             return await super().query_workflow(input)
+
+        async def signal_workflow(self, input: temporalio.client.SignalWorkflowInput) -> None:
+            if input.signal in UNTRACED_SIGNALS:
+                await self.untraced.signal_workflow(input)
+                return
+            await super().signal_workflow(input)
 
     class _GenAIActivitySpans(temporalio.worker.ActivityInboundInterceptor):
         """A model or tool call's span is made here, as the activity's span (the observer fills in
