@@ -182,13 +182,17 @@ def _recording_tracing() -> tuple[Any, Any]:
     return provider.get_tracer("test"), exporter
 
 
+def _traced_client(client: Client, tracer: Any) -> Client:
+    config = client.config()
+    config["interceptors"] = [AgentTracingInterceptor(tracer)]
+    return Client(**config)
+
+
 async def test_a_conversation_stays_one_trace_across_continue_as_new(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     tracer, exporter = _recording_tracing()
-    config = temporal_client.config()
-    config["interceptors"] = [AgentTracingInterceptor(tracer)]
-    client = Client(**config)
+    client = _traced_client(temporal_client, tracer)
     limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
     model = ScriptedModel(lambda context: text("ok"))
     observer = AgentObserver(tracer=tracer)
@@ -228,9 +232,7 @@ async def echo(text: str) -> str:
 
 async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp_path: Path) -> None:
     tracer, exporter = _recording_tracing()
-    config = temporal_client.config()
-    config["interceptors"] = [AgentTracingInterceptor(tracer)]
-    client = Client(**config)
+    client = _traced_client(temporal_client, tracer)
     task_queue = f"plain-{uuid.uuid4().hex[:8]}"
     # Unsandboxed: the sandbox would import this whole test module again.
     async with Worker(
@@ -253,9 +255,7 @@ async def test_a_streamed_answer_is_a_few_spans_with_none_per_delta_batch(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     tracer, exporter = _recording_tracing()
-    config = temporal_client.config()
-    config["interceptors"] = [AgentTracingInterceptor(tracer)]
-    client = Client(**config)
+    client = _traced_client(temporal_client, tracer)
     # 40 deltas over 2 s: the model call sends them to the workflow in several signal batches.
     model = ScriptedModel(lambda context: text("word " * 40), chunks=40, delay=0.05)
     async with running_worker(client, tmp_path, model, interceptors=[AgentObserver(tracer=tracer)]) as h:
