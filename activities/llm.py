@@ -28,7 +28,8 @@ import contextlib
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -49,6 +50,12 @@ from agentcore.tools import ToolRegistry
 
 from .events import ActivityEventPublisher
 from .session import KEPT_SESSIONS, SessionStore, activity_lock_wait, heartbeating
+
+# Set by whoever observes the call (``agentcore.temporal.observe``, for a span's captured input):
+# called with the context the model is about to be sent, rebuilt from the session file.
+model_context_seen: ContextVar[Callable[[LlmContext], None] | None] = ContextVar(
+    "agentcore_model_context_seen", default=None
+)
 
 T = TypeVar("T")
 
@@ -152,6 +159,9 @@ class LlmActivities:
             )
             if isinstance(prepared, AssistantMessage):
                 return StreamResult(message=prepared)
+            report_context = model_context_seen.get()
+            if report_context is not None:
+                report_context(prepared)
             publisher = _DeltaPublisher(self.publish_interval)
             attempt = info.attempt + inp.prior_attempts
             if attempt > 1 and not info.is_local:

@@ -3,10 +3,12 @@ chat``) and a traced worker (``agentcore worker``), received and decoded by a re
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -19,7 +21,14 @@ from agentcore.session import JsonlSessionStorage
 from agentcore.state import AgentOptions
 from agentcore.temporal.observe import AgentObserver
 from agentcore.temporal.tracing import AgentTracingInterceptor
-from agentcore.testing.loopback import LoopbackServer, Protocol, Script, ScriptToolCall, last_turn
+from agentcore.testing.loopback import (
+    LoopbackServer,
+    Protocol,
+    Script,
+    ScriptToolCall,
+    ScriptUsage,
+    last_turn,
+)
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import add_tool, collect_run, running_worker
 from tests.otlp_support import OtlpReceiver, ReceivedSpan
@@ -33,7 +42,7 @@ ANSWER_PREFIX = "The calculator says"
 def calculating_responder(request: Any, protocol: Protocol) -> Script:
     kind, text = last_turn(request, protocol)
     if kind == "tool":
-        return Script(text=f"{ANSWER_PREFIX} {text}.")
+        return Script(text=f"{ANSWER_PREFIX} {text}.", usage=ScriptUsage(input=100, cache_read=30))
     return Script(text="Let me compute.", tool_calls=[ScriptToolCall("calculator", {"expression": "6*7"})])
 
 
@@ -58,6 +67,8 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
     with OtlpReceiver() as receiver:
         otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "200"}
         async with LoopbackServer(calculating_responder) as model_server:
+            model_url = urlsplit(model_server.openai_base_url)
+            model_host, model_port = model_url.hostname, model_url.port
             worker = await AgentcoreProcess(
                 [*common, "worker"],
                 env={**otel, "OTEL_SERVICE_NAME": "test-worker", "OPENAI_API_KEY": API_KEY},
@@ -118,6 +129,9 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
     }
 
     # GenAI semantic conventions, and the session on every span.
+    cached = {span.attributes["gen_ai.response.finish_reasons"][0]: span for span in chats}
+    assert cached["stop"].attributes["gen_ai.usage.cache_read.input_tokens"] == 30
+    assert cached["tool_calls"].attributes["gen_ai.usage.cache_read.input_tokens"] == 0
     assert sorted(tuple(span.attributes["gen_ai.response.finish_reasons"]) for span in chats) == [
         ("stop",),
         ("tool_calls",),
@@ -129,6 +143,9 @@ async def test_one_trace_from_the_client_down_to_each_model_and_tool_call(
         assert attributes["gen_ai.request.model"] == "gpt-trace"
         assert attributes["gen_ai.usage.input_tokens"] == 100
         assert attributes["gen_ai.usage.output_tokens"] == 20
+        assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 0
+        assert attributes["gen_ai.response.id"] == "chatcmpl-loopback"
+        assert (attributes["server.address"], attributes["server.port"]) == (model_host, model_port)
         assert attributes["agentcore.session.id"] == session_id
         assert attributes["gen_ai.conversation.id"] == session_id
     with JsonlSessionStorage.open(sessions_dir / f"{session_id}.jsonl") as storage:
@@ -163,8 +180,19 @@ async def test_content_is_captured_only_when_switched_on(temporal_client: Client
     answers = [
         span.attributes or {} for span in exporter.get_finished_spans() if span.name == "chat scripted"
     ]
-    assert any("It is 42." in str(attributes.get("gen_ai.output.messages")) for attributes in answers)
-    assert any("add twenty" in str(attributes.get("gen_ai.input.messages")) for attributes in answers)
+    # The conventions' role/parts format; the second call's input is the whole conversation so far.
+    inputs = [json.loads(attributes["gen_ai.input.messages"]) for attributes in answers]
+    assert sorted(len(messages) for messages in inputs) == [1, 3]
+    whole = max(inputs, key=len)
+    assert [message["role"] for message in whole] == ["user", "assistant", "tool"]
+    assert whole[0]["parts"] == [{"type": "text", "content": "add twenty and twenty-two"}]
+    [call] = whole[1]["parts"]
+    assert (call["type"], call["name"], call["arguments"]) == ("tool_call", "add", {"a": 20, "b": 22})
+    assert whole[2]["parts"] == [{"type": "tool_call_response", "id": call["id"], "response": ["42.0"]}]
+    outputs = [json.loads(attributes["gen_ai.output.messages"]) for attributes in answers]
+    assert [
+        {"role": "assistant", "parts": [{"type": "text", "content": "It is 42."}], "finish_reason": "stop"}
+    ] in outputs
     tool = spans["execute_tool add"].attributes or {}
     assert tool["gen_ai.tool.call.arguments"] == '{"a":20,"b":22}'
     assert tool["gen_ai.tool.call.result"] == "42.0"

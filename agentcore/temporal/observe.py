@@ -37,10 +37,13 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
+from ..activities.llm import model_context_seen
 from ..errors import EXECUTION_ABORTED
 from ..messages import AssistantMessage, TextContent
 from ..protocol import StreamInput, StreamResult, ToolCallInput
+from ..runtime import LlmContext
 from ..tools import AgentToolResult
+from . import genai
 from .metrics import AgentMetrics
 
 if TYPE_CHECKING:
@@ -53,8 +56,6 @@ SESSION_ID_ATTRIBUTE = "agentcore.session.id"
 _RUN_STARTED_EXTERN = "agentcore_run_started"
 # The model a run uses, as the workflow indexes it (agentcore.search_attributes).
 _MODEL_SEARCH_ATTRIBUTE = SearchAttributeKey.for_keyword("AgentModel")
-# GenAI finish reasons for the spec's stop reasons.
-_FINISH_REASONS = {"stop": "stop", "length": "length", "toolUse": "tool_calls", "error": "error"}
 
 
 # Context key under which agentcore's tracing interceptor puts the span it made for a model or tool
@@ -179,26 +180,33 @@ class _ObservedActivity(ActivityInboundInterceptor):
             "gen_ai.conversation.id": inp.session_id,
             SESSION_ID_ATTRIBUTE: inp.session_id,
             "agentcore.attempt": activity.info().attempt + inp.prior_attempts,
+            **genai.server_attributes(inp.model),
         }
         if inp.max_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = inp.max_tokens
         if inp.temperature is not None:
             attributes["gen_ai.request.temperature"] = inp.temperature
-        if observer.capture_content:
-            if inp.system_prompt:
-                attributes["gen_ai.system_instructions"] = inp.system_prompt
-            new_messages = [
-                entry.message.model_dump(mode="json") for entry in inp.entries if hasattr(entry, "message")
-            ]
-            if new_messages:
-                attributes["gen_ai.input.messages"] = orjson.dumps(new_messages).decode()
+        if observer.capture_content and inp.system_prompt:
+            attributes["gen_ai.system_instructions"] = genai.system_instructions(inp.system_prompt)
         started = time.perf_counter()
         with observer.span(input, attributes) as span:
+            # The whole input the model is sent is known only once the activity has rebuilt it from
+            # the session file (its input holds only the new entries): the activity reports it.
+            seen = None
+            if span is not None and observer.capture_content:
+
+                def record_input(context: LlmContext) -> None:
+                    span.set_attribute("gen_ai.input.messages", genai.input_messages(context.messages))
+
+                seen = model_context_seen.set(record_input)
             try:
                 result = await super().execute_activity(input)
             except BaseException as err:
                 self._failed(span, err, call="model", label=model)
                 raise
+            finally:
+                if seen is not None:
+                    model_context_seen.reset(seen)
             if not isinstance(result, StreamResult):
                 return result
             message = result.message
@@ -224,16 +232,18 @@ class _ObservedActivity(ActivityInboundInterceptor):
             span.set_attributes(
                 {
                     "gen_ai.response.model": message.model,
-                    "gen_ai.response.finish_reasons": [_finish_reason(message)],
+                    "gen_ai.response.finish_reasons": [genai.finish_reason(message)],
                     "gen_ai.usage.input_tokens": usage.input,
                     "gen_ai.usage.output_tokens": usage.output,
+                    "gen_ai.usage.cache_read.input_tokens": usage.cache_read,
+                    "gen_ai.usage.cache_creation.input_tokens": usage.cache_write,
                     "agentcore.cost.usd": usage.cost.total,
                 }
             )
+            if message.response_id:
+                span.set_attribute("gen_ai.response.id", message.response_id)
             if self.observer.capture_content:
-                span.set_attribute(
-                    "gen_ai.output.messages", orjson.dumps([message.model_dump(mode="json")]).decode()
-                )
+                span.set_attribute("gen_ai.output.messages", genai.output_messages(message))
             if message.stop_reason == "error":
                 _set_error(span, "PROVIDER_ERROR", message.error_message)
         if metrics is None:
@@ -306,10 +316,6 @@ def _error_code(result: AgentToolResult) -> str | None:
     details = result.details
     code = details.get("error_code") if isinstance(details, dict) else None
     return code if isinstance(code, str) else "TOOL_ERROR"
-
-
-def _finish_reason(message: AssistantMessage) -> str:
-    return _FINISH_REASONS.get(message.stop_reason, message.stop_reason)
 
 
 def _text(result: AgentToolResult) -> str:
