@@ -189,3 +189,33 @@ async def test_plain_output_when_stdout_is_not_a_terminal(temporal_client: Clien
         assert result.stdout == (
             '  -> calculator(expression="3 * 20")\n  <- calculator: 3 * 20 = 60\nagent> 3 * 20 = 60.\n'
         )
+
+
+async def test_clear_drops_the_queued_messages_before_the_next_prompt(
+    temporal_client: Client, tmp_path: Path, terminal: Terminal
+) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web:
+        agent = await web.start("terminal-clear")
+        # Queued while idle, from another client: unless cleared they would go with the next prompt.
+        await agent.steer("Only half bottles.")
+        await agent.follow_up("And a dessert wine?")
+        await terminal.start(chat_argv(web, tmp_path / "data", agent.session_id), chat_env())
+        await terminal.wait_for(PROMPT_READY)
+
+        await terminal.type("/clear steering")
+        await terminal.keys("Enter")
+        screen = await terminal.wait_for("[cleared 1 queued message(s)]")
+        assert "- steering: Only half bottles." in screen
+        await terminal.wait_for(PROMPT_READY)
+        await terminal.type("/clear")
+        await terminal.keys("Enter")
+        await terminal.wait_for("- follow-up: And a dessert wine?")
+        assert (await agent.get_queues()).steering == (await agent.get_queues()).follow_up == []
+
+        await terminal.wait_for(PROMPT_READY)
+        await terminal.type("What is 3 * 20?")
+        await terminal.keys("Enter")
+        await terminal.wait_for("3 * 20 = 60.")
+        await agent.wait_for_idle(timeout=30)
+        users = [m.text for m in (await agent.get_state()).messages if m.role == "user"]
+        assert users == ["What is 3 * 20?"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from agentcore.protocol import QueuesState
 from tests.web_support import COUNTING, Browser, WebDeployment, needs_chromium, web_deployment
 
 pytestmark = [needs_chromium, pytest.mark.timeout(180)]
@@ -158,6 +159,30 @@ async def test_steer_mid_turn_shows_the_queued_message_until_it_is_taken(
         "return [...document.querySelectorAll('.tool-name')].map(n => n.textContent)"
     )
     await applied_offsets_are_in_order(browser)
+
+
+async def test_queued_messages_can_be_cleared_before_they_are_sent(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    # Queued while idle, from another client: unless cleared they would go with the next prompt.
+    await agent.steer("Only half bottles.")
+    await agent.follow_up("And a dessert wine?")
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    queued = "return [...document.querySelectorAll('#queued li.queued')].map(li => li.lastChild.textContent)"
+    shown = await browser.wait_for(queued, what="the queued messages")
+    assert shown == ["Only half bottles.", "And a dessert wine?"]
+    await browser.click("#clear-queued")
+    await browser.wait_for("return document.querySelector('#queued').hidden", what="the queue cleared")
+    assert await agent.get_queues() == QueuesState()
+
+    await send(browser, "What is 12 * 7.5?")
+    await runs_ended(browser, 1)
+    users = await browser.js(
+        "return [...document.querySelectorAll('.message.user')].map(m => m.innerText.trim())"
+    )
+    assert users == ["What is 12 * 7.5?"]
 
 
 async def test_abort_stops_the_turn_and_keeps_what_was_said(web: WebDeployment, browser: Browser) -> None:

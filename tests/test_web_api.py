@@ -100,6 +100,18 @@ async def test_the_snapshot_and_commands_answer_json(temporal_client: Client, tm
         assert bad_level.status_code == 400 and bad_level.json()["error"] == "VALIDATION_ERROR"
         taken = await http.post(f"{web.url}/api/conversations", json={"session_id": agent.session_id})
         assert taken.status_code == 409 and taken.json()["error"] == "AGENT_EXISTS"
+        # Queued messages: cleared by queue, answering what was removed and what is left.
+        await agent.steer("Only reds.", id="s-1")
+        await agent.follow_up("And a cheese?", id="f-1")
+        cleared = (await http.post(f"{base}/queues/clear", json={"queue": "steering"})).json()
+        assert cleared == {
+            "removed": [{"id": "s-1", "kind": "steer", "text": "Only reds."}],
+            "queued": [{"id": "f-1", "kind": "follow_up", "text": "And a cheese?"}],
+        }
+        bad_queue = await http.post(f"{base}/queues/clear", json={"queue": "both"})
+        assert bad_queue.status_code == 400 and bad_queue.json()["error"] == "VALIDATION_ERROR"
+        cleared = (await http.post(f"{base}/queues/clear", json={})).json()
+        assert [item["id"] for item in cleared["removed"]] == ["f-1"] and cleared["queued"] == []
 
 
 async def test_state_changes_from_another_site_are_refused(temporal_client: Client, tmp_path: Path) -> None:

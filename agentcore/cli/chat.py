@@ -29,6 +29,7 @@ from typing import TextIO
 
 from ..client import DurableAgent
 from ..errors import AgentBusyError, AgentError
+from ..protocol import QueueName
 from .pretty import HISTORY_FILE, PromptLines, RichPrinter
 from .render import EventPrinter, format_state
 
@@ -36,9 +37,18 @@ HELP = """\
 /state            show the conversation's state
 /steer TEXT       queue a steering message (taken after the current tool batch)
 /followup TEXT    queue a follow-up (taken when the agent would stop)
+/clear [steering|followup]  drop queued messages (both queues by default); lists what it dropped
 /abort            stop the current turn
 /quit             leave (the conversation keeps running in Temporal)
 Ctrl-C aborts a running turn; at the prompt it leaves."""
+
+# ``/clear``'s argument: which queue to empty.
+CLEAR_ARGUMENTS: dict[str, QueueName] = {
+    "": "all",
+    "steering": "steering",
+    "followup": "follow_up",
+    "follow-up": "follow_up",
+}
 
 
 class LineSource:
@@ -170,6 +180,8 @@ class ChatSession:
         elif name in ("/followup", "/follow-up") and rest:
             await self.agent.follow_up(rest)
             self._say("  [follow-up queued]")
+        elif name == "/clear":
+            await self._clear_queues(rest)
         elif name == "/abort":
             await self.agent.abort("aborted from the chat")
         elif line.startswith("/"):
@@ -177,6 +189,18 @@ class ChatSession:
         else:
             return False
         return True
+
+    async def _clear_queues(self, which: str) -> None:
+        queue = CLEAR_ARGUMENTS.get(which)
+        if queue is None:
+            self._say("usage: /clear [steering|followup]")
+            return
+        removed = await self.agent.clear_queues(queue)
+        items = [("steering", item) for item in removed.steering]
+        items += [("follow-up", item) for item in removed.follow_up]
+        self._say(f"  [cleared {len(items)} queued message(s)]")
+        for kind, item in items:
+            self._say(f"  - {kind}: {item.message.text}")
 
     async def _typed_during_turn(self) -> None:
         while True:

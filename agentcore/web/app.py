@@ -9,6 +9,7 @@
     GET  /api/conversations/{session}/events     Server-Sent Events from ?from=N or Last-Event-ID
     POST /api/conversations/{session}/messages   prompt when idle, steer while running, or follow up
     GET  /api/conversations/{session}/queues     steering and follow-up messages not yet taken
+    POST /api/conversations/{session}/queues/clear   {"queue": "all" | "steering" | "follow_up"}
     POST /api/conversations/{session}/abort
     POST /api/conversations/{session}/branch     {"entry_id"}: continue from an earlier message
     POST /api/conversations/{session}/fork       {"entry_id"}: a new conversation up to that message
@@ -40,6 +41,7 @@ from starlette.staticfiles import StaticFiles
 from ..client import AgentClient, DurableAgent, SessionSummary
 from ..errors import AgentBusyError, AgentError, AgentNotFoundError
 from ..model import Model, ThinkingLevel
+from ..protocol import QueuesState
 from ..state import AgentOptions
 from .security import Guard
 from .views import event_view, queued_view, state_view
@@ -224,23 +226,25 @@ class WebChat:
         # Entry ids name the messages for branch and fork; the page of the same range holds them.
         page = await agent.get_messages(state.first_message_index, state.message_count)
         entry_ids = page.entry_ids if page.start == state.first_message_index else []
-        queues = await agent.get_queues()
         view = state_view(state, entry_ids)
-        view["queued"] = [queued_view("steer", item) for item in queues.steering] + [
-            queued_view("follow_up", item) for item in queues.follow_up
-        ]
+        view["queued"] = _queued_views(await agent.get_queues())
         view["workflow_url"] = self._workflow_url(agent.session_id)
         return _json(view)
 
     async def queues(self, request: Request) -> Response:
         agent = await self._agent(request)
-        queues = await agent.get_queues()
-        return _json(
-            {
-                "queued": [queued_view("steer", item) for item in queues.steering]
-                + [queued_view("follow_up", item) for item in queues.follow_up]
-            }
-        )
+        return _json({"queued": _queued_views(await agent.get_queues())})
+
+    async def clear_queues(self, request: Request) -> Response:
+        """Drop queued messages (``queue``: all, steering or follow_up); answers what was removed
+        and what is still queued (a message queued from elsewhere meanwhile)."""
+        body = await _body(request)
+        queue = body.get("queue", "all")
+        if queue not in ("all", "steering", "follow_up"):
+            raise JsonError(400, "VALIDATION_ERROR", "'queue' is all, steering or follow_up")
+        agent = await self._agent(request)
+        removed = await agent.clear_queues(queue)
+        return _json({"removed": _queued_views(removed), "queued": _queued_views(await agent.get_queues())})
 
     async def send(self, request: Request) -> Response:
         """``mode``: ``auto`` (prompt when idle, else steer), ``steer`` or ``follow_up``.
@@ -325,6 +329,12 @@ class WebChat:
         yield ServerSentEvent(data="{}", event="closed")
 
 
+def _queued_views(queues: QueuesState) -> list[dict[str, Any]]:
+    return [queued_view("steer", item) for item in queues.steering] + [
+        queued_view("follow_up", item) for item in queues.follow_up
+    ]
+
+
 def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
     """The web chat for the conversations ``agents`` reaches."""
     chat = WebChat(agents, settings)
@@ -338,6 +348,7 @@ def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
         Route(conversation, _api(chat.conversation)),
         Route(f"{conversation}/events", _api(chat.events)),
         Route(f"{conversation}/queues", _api(chat.queues)),
+        Route(f"{conversation}/queues/clear", _api(chat.clear_queues), methods=["POST"]),
         Route(f"{conversation}/messages", _api(chat.send), methods=["POST"]),
         Route(f"{conversation}/abort", _api(chat.abort), methods=["POST"]),
         Route(f"{conversation}/branch", _api(chat.branch), methods=["POST"]),

@@ -575,7 +575,26 @@ function renderQueued(items) {
     li.appendChild(el("span", "queued-kind", item.kind === "steer" ? "steering" : "follow-up"));
     li.appendChild(el("span", "", item.text));
   }
+  if (list.children.length) {
+    // Queued messages go with the next turn unless cleared (a steer sent while idle waits too).
+    const clear = list.appendChild(el("li", "queued-actions")).appendChild(el("button", "secondary", "Clear queued"));
+    clear.type = "button";
+    clear.id = "clear-queued";
+    clear.title = "Drop the queued messages: they will not be sent";
+    clear.addEventListener("click", clearQueued);
+  }
   list.hidden = !list.children.length;
+}
+
+async function clearQueued() {
+  try {
+    const cleared = await api(`/api/conversations/${encodeURIComponent(chat.session)}/queues/clear`, {
+      json: { queue: "all" },
+    });
+    renderQueued(cleared.queued);
+  } catch (error) {
+    banner(`${error.code}: ${error.message}`, "error");
+  }
 }
 
 async function refreshQueues() {
