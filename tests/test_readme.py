@@ -332,6 +332,7 @@ PYTHON_OUTPUTS = [
     "The tool returned: Lisbon: 21°C, sunny",  # the in-process agent and its tool
     "idle The tool returned: 6 * 75 * 0.9 = 405",  # the durable client, its worker and a run
     "The tool returned: 6 * 7 = 42",  # AgentcorePlugin on a plain SDK client and worker
+    "agent.sub.call_loopback_0 The tool returned: You said: A red for salmon?",  # a sub-agent, in-process
 ]
 
 

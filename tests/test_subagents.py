@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from agentcore import Agent, AgentOptions, ToolResultMessage, Usage, UsageCost, subagent_tool
@@ -343,6 +344,12 @@ async def test_durable_abort_through_the_parent_ends_the_child_with_its_partial_
                 state = await agent.get_state()
                 assert state.is_streaming and state.pending_tool_calls == ["call_0_0"]
                 assert time.monotonic() - started < 1
+                # The Web UI's current details name the wait.
+                metadata = await agent.handle.query(
+                    "__temporal_workflow_metadata", result_type=WorkflowMetadata
+                )
+                assert "waiting for sub-agent `researcher`" in metadata.current_details
+                assert "aborting.sub.call_0_0" in metadata.current_details
                 aborted_at = time.monotonic()
                 await agent.abort()
             if event.type == "agent_end":
@@ -382,12 +389,17 @@ async def test_durable_failing_child_is_an_error_result_not_a_failed_parent(
         agent = await h.agents.start("failing", AgentOptions(model=scripted_model(), tools=["researcher"]))
         await agent.prompt("Go.")
         child = await _until_child_runs_a_tool(temporal_client, "failing.sub.call_0_0")
+        # While it waits for the child, the parent takes a steer (delivered after the call).
+        await agent.steer("Keep it short.")
+        assert len((await agent.get_queues()).steering) == 1
         await child.terminate("operator stopped it")
         await agent.wait_for_idle(timeout=30)
         state = await agent.get_state()
         result = _sub_result(state.messages)
         assert result.is_error and result.details["error_code"] == EXECUTION_ERROR
         assert "terminated" in result.text.lower()
+        assert [m.role for m in state.messages][-3:] == ["toolResult", "user", "assistant"]
+        assert state.messages[-2].text == "Keep it short."
         assert state.messages[-1].text == "It failed."
         assert (await agent.handle.describe()).status == WorkflowExecutionStatus.RUNNING
 

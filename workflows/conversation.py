@@ -135,6 +135,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.subagent: SubagentRun | None = inp.subagent
         self.progress = ParentProgress(inp.session_id, inp.subagent) if inp.subagent is not None else None
         self.subagent_outcome: AgentToolResult | None = None
+        self.subagents_waiting: dict[str, str] = {}
         self.parent_abort_reason: str | None = None
 
     @workflow.run

@@ -144,6 +144,9 @@ class ConversationState:
     compacting: bool
     # Set when this conversation is a sub-agent's run (``subagents.py``).
     subagent: SubagentRun | None
+    # The sub-agents (child workflows) this conversation's run waits for: child id -> what the
+    # workflow's current details say of the wait.
+    subagents_waiting: dict[str, str]
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
@@ -375,4 +378,5 @@ class ConversationState:
             lines.append(f"error: {self.error_message}")
         if self.steering or self.follow_up:
             lines.append(f"queued: {len(self.steering)} steering, {len(self.follow_up)} follow-up")
+        lines.extend(self.subagents_waiting.values())
         workflow.set_current_details("\n\n".join(lines))

@@ -135,6 +135,11 @@ async def run_subagent(
             session_id=child_id,
         )
     remove = signal.add_listener(lambda: handle.cancel(SUBAGENT_ABORT_REASON))
+    conversation.subagents_waiting[child_id] = (
+        f"waiting for sub-agent `{spec.name}` (child workflow `{child_id}`) "
+        f"since {workflow.now():%Y-%m-%d %H:%M:%S} UTC"
+    )
+    conversation._set_details()
     try:
         result: AgentToolResult = await handle
         return result
@@ -146,6 +151,8 @@ async def run_subagent(
         )
     finally:
         remove()
+        del conversation.subagents_waiting[child_id]
+        conversation._set_details()
 
 
 async def serve_as_subagent(conversation: ConversationWorkflow, inp: ConversationInput) -> AgentToolResult:

@@ -192,6 +192,57 @@ async def record_paced(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_subagents(client: Client, workdir: Path) -> dict[str, str]:
+    """A sub-agent tool's calls as child workflows: one that finishes (with a tool call and progress
+    sent to the parent), one aborted through its parent while its tool runs."""
+    from agentcore import subagent_tool
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        turn = sum(1 for message in context.messages if message.role == "assistant")
+        last = context.messages[-1]
+        if context.system_prompt == "child":
+            if turn == 0:
+                name, arguments = (
+                    ("sleep", {"seconds": 30})
+                    if "slow" in context.messages[0].text
+                    else (
+                        "add",
+                        {"a": 2, "b": 3},
+                    )
+                )
+                return tool_calls([(name, arguments)], preamble="Working on it.")
+            return text("The child's answer.")
+        if last.role == "user":
+            return tool_calls([("helper", {"task": last.text})])
+        return text(f"reply to {last.role}")
+
+    helper = subagent_tool(
+        "helper",
+        "Does one task.",
+        AgentOptions(model=scripted_model(), system_prompt="child", tools=[add_tool(), sleep_tool()]),
+    )
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=[helper]) as h:
+        agent = await h.agents.start("subagents", AgentOptions(model=scripted_model(), tools=["helper"]))
+        await agent.prompt("add two numbers")
+        await agent.wait_for_idle(timeout=30)
+        offset = await agent.event_offset()
+        await agent.prompt("something slow")
+        async for _, event in agent.events(offset):
+            if event.type == "tool_execution_update" and event.partial_result.details["event"] == (
+                "tool_execution_start"
+            ):
+                await agent.abort()
+            if event.type == "agent_end":
+                break
+        await agent.wait_for_idle(timeout=30)
+        histories["subagents-run1"] = (await agent.handle.fetch_history()).to_json()
+        for index, child_id in enumerate(["subagents.sub.call_0_0", "subagents.sub.call_2_0"], start=1):
+            child = client.get_workflow_handle(child_id)
+            histories[f"subagents-child{index}-run1"] = (await child.fetch_history()).to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -206,6 +257,7 @@ async def main() -> None:
             "tree": record_tree,
             "streaming": record_streaming,
             "paced": record_paced,
+            "subagents": record_subagents,
         }
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
