@@ -13,23 +13,21 @@ import pytest
 from temporalio.client import Client
 
 from agentcore.protocol import QueuesState
-from tests.web_support import COUNTING, Browser, WebDeployment, needs_chromium, web_deployment
+from tests.web_support import (
+    COUNTING,
+    Browser,
+    WebDeployment,
+    needs_chromium,
+    runs_ended,
+    send,
+    web_deployment,
+)
 
 pytestmark = [needs_chromium, pytest.mark.timeout(180)]
 
 SCREENSHOTS = os.environ.get("AGENTCORE_WEB_SCREENSHOTS")
 
 OPENED = "return window.agentcoreChat && window.agentcoreChat.snapshotOffset !== undefined"
-
-
-async def runs_ended(browser: Browser, runs: int) -> None:
-    """Wait until the page has seen ``runs`` runs end (since it was opened) and shows it idle."""
-    await browser.wait_for(
-        "const c = window.agentcoreChat; return c && c.runs >= arguments[0] && !c.running"
-        " && document.querySelector('#chat-status').textContent === 'idle'",
-        runs,
-        what=f"run {runs} to end",
-    )
 
 
 @pytest.fixture
@@ -51,10 +49,6 @@ async def screenshot(browser: Browser, tmp_path: Path, name: str) -> None:
     await browser.screenshot(tmp_path / name)
     if SCREENSHOTS:
         await browser.screenshot(Path(SCREENSHOTS) / name)
-
-
-async def send(browser: Browser, text: str) -> None:
-    await browser.type("#message", text + "\n")
 
 
 async def assistant_texts(browser: Browser) -> list[str]:

@@ -214,3 +214,67 @@ async def test_the_web_command_serves_the_chat(temporal_client: Client, tmp_path
 )
 def test_markdown_is_rendered_without_markup_from_the_text(markdown: str, html: str) -> None:
     assert render_markdown(markdown) == html
+
+
+async def test_every_response_carries_the_security_headers(temporal_client: Client, tmp_path: Path) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        agent = await web.start()
+        responses = [
+            await http.get(f"{web.url}/"),
+            await http.get(f"{web.url}/c/{agent.session_id}"),
+            await http.get(f"{web.url}/static/app.js"),
+            await http.get(f"{web.url}/api/config"),
+            await http.get(f"{web.url}/api/conversations/no-such-conversation"),
+            await http.get(f"{web.url}/no-such-page"),
+            await http.post(
+                f"{web.url}/api/conversations/{agent.session_id}/abort",
+                json={},
+                headers={"Origin": "http://evil.example"},
+            ),
+            await http.get(f"{web.url}/api/config", headers={"Host": "attacker.example"}),
+        ]
+        async with http.stream("GET", f"{web.url}/api/conversations/{agent.session_id}/events") as stream:
+            responses.append(stream)
+        assert [response.status_code for response in responses] == [
+            200,
+            200,
+            200,
+            200,
+            404,
+            404,
+            403,
+            403,
+            200,
+        ]
+        for response in responses:
+            headers = response.headers
+            policy = headers["content-security-policy"]
+            directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+            assert directives["script-src"] == "'self'", policy
+            assert "unsafe-eval" not in policy and "unsafe-inline" not in directives["script-src"]
+            assert directives["frame-ancestors"] == "'none'"
+            assert headers["x-frame-options"] == "DENY"
+            assert headers["referrer-policy"] == "same-origin"
+            assert headers["x-content-type-options"] == "nosniff"
+        # The page loads its script from a file: no inline script for the policy to allow.
+        assert "<script>" not in responses[0].text and 'src="/static/app.js"' in responses[0].text
+
+
+async def test_the_page_renders_a_streaming_answer_through_the_server(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        render = f"{web.url}/api/render"
+        html = (
+            await http.post(render, json={"text": "**so far** <script>x()</script>\n\n```python\nimport os"})
+        ).json()["html"]
+        assert html.startswith("<p><strong>so far</strong> &lt;script&gt;x()&lt;/script&gt;</p>")
+        assert '<span class="hl-kn">import</span>' in html
+        assert (await http.post(render, data={"text": "x"})).status_code == 415
+        assert (await http.post(render, json={"text": "x" * 500_000})).status_code == 413
+
+
+def test_highlighted_code_carries_no_markup_from_the_text() -> None:
+    html = render_markdown('```python\nx = "</code></pre><script>alert(1)</script>"\n```')
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert set(__import__("re").findall(r"<(\w+)", html)) <= {"pre", "code", "span"}

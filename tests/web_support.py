@@ -49,6 +49,17 @@ XSS_ANSWER = (
 # A long answer streamed slowly, its words numbered so a repeat or a gap is plain to see.
 COUNTING = " ".join(f"w{n:03d}" for n in range(1, 241))
 HOLD_RESULT = "the door held"
+# Unbroken strings that once made the page thousands of pixels wide.
+LONG_URL = "https://example.com/" + "a" * 700
+LONG_ANSWER = (
+    f"See {LONG_URL} and the hash {'9f86d081884c7d65' * 40}.\n\n"
+    f"```\n{'QUJDREVGR0g=' * 90}\n```\n\n| column |\n| --- |\n| {'y' * 500} |\n"
+)
+# Markdown streamed slowly enough to be caught half-way.
+MARKDOWN_CODE = "def pour(glass):\n    return glass + 1\n"
+MARKDOWN_ANSWER = f"**Pour it slowly.** Here is how:\n\n```python\n{MARKDOWN_CODE}```\n\n" + " ".join(
+    f"then{n}" for n in range(60)
+)
 
 
 class NoArgs(BaseModel):
@@ -86,6 +97,10 @@ def web_responder(pacing: float) -> Callable[[Any, Protocol], Script]:
 
     def respond(body: Any, protocol: Protocol) -> Script:
         kind, text = last_turn(body, protocol)
+        if kind == "user" and text.startswith("Long"):
+            return Script(text=LONG_ANSWER, delay=pacing)
+        if kind == "user" and text.startswith("Markdown"):
+            return Script(text=MARKDOWN_ANSWER, delay=0.04, chunk_chars=4)
         if kind == "user" and "XSS" in text:
             return Script(text=XSS_ANSWER, delay=pacing)
         if kind == "user" and text.startswith("Count to"):
@@ -111,6 +126,7 @@ class WebDeployment:
     model: Model
     hold: Hold
     token: str | None
+    app: Any = None  # the ASGI app (a test can serve it again elsewhere)
 
     async def start(self, session_id: str | None = None) -> DurableAgent:
         options = AgentOptions(
@@ -121,10 +137,15 @@ class WebDeployment:
 
 @asynccontextmanager
 async def web_deployment(
-    client: Client, tmp_path: Path, *, token: str | None = None, pacing: float = 0.01
+    client: Client,
+    tmp_path: Path,
+    *,
+    token: str | None = None,
+    pacing: float = 0.01,
+    sessions_dir: Path | None = None,
 ) -> AsyncIterator[WebDeployment]:
     task_queue = f"web-{uuid.uuid4().hex[:10]}"
-    sessions_dir = tmp_path / "sessions"
+    sessions_dir = sessions_dir or tmp_path / "sessions"
     hold = Hold()
     async with LoopbackServer(web_responder(pacing)) as loopback:
         model = loopback.model("openai-completions", "cellar-demo", provider="demo")
@@ -149,8 +170,9 @@ async def web_deployment(
                 token=token,
                 temporal_ui_url="http://localhost:8233",
             )
-            async with serve_web(create_app(agents, settings), port=0, token=token) as server:
-                yield WebDeployment(server.url, agents, model, hold, token)
+            app = create_app(agents, settings)
+            async with serve_web(app, port=0, token=token) as server:
+                yield WebDeployment(server.url, agents, model, hold, token, app)
             hold.release()  # a held tool must not keep the worker from shutting down
 
 
@@ -162,7 +184,7 @@ class Browser:
         self.driver = driver
 
     @classmethod
-    async def launch(cls) -> Browser:
+    async def launch(cls, width: int = 1200, height: int = 900) -> Browser:
         def start() -> Any:
             from selenium import webdriver
             from selenium.webdriver.chrome.service import Service
@@ -172,7 +194,7 @@ class Browser:
             options.binary_location = CHROMIUM
             for argument in (
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1200,900", "--force-device-scale-factor=1", "--lang=en-US",
+                f"--window-size={width},{height}", "--force-device-scale-factor=1", "--lang=en-US",
             ):  # fmt: skip
                 options.add_argument(argument)
             return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -218,5 +240,33 @@ class Browser:
         path.parent.mkdir(parents=True, exist_ok=True)
         await self.call(self.driver.save_screenshot, str(path))
 
+    async def set_size(self, width: int, height: int) -> None:
+        """The page's viewport (``innerWidth`` x ``innerHeight``) at ``width`` x ``height``."""
+        await self.call(self.driver.set_window_size, width, height)
+        inner = await self.js("return [window.innerWidth, window.innerHeight]")
+        await self.call(self.driver.set_window_size, 2 * width - inner[0], 2 * height - inner[1])
+
+    async def grant_clipboard(self, origin: str) -> None:
+        await self.call(
+            self.driver.execute_cdp_cmd,
+            "Browser.grantPermissions",
+            {"permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"], "origin": origin},
+        )
+
     async def quit(self) -> None:
         await self.call(self.driver.quit)
+
+
+async def send(browser: Browser, text: str) -> None:
+    """Type ``text`` in the message box and press Enter."""
+    await browser.type("#message", text + "\n")
+
+
+async def runs_ended(browser: Browser, runs: int) -> None:
+    """Wait until the page has seen ``runs`` runs end (since it was opened) and shows it idle."""
+    await browser.wait_for(
+        "const c = window.agentcoreChat; return c && c.runs >= arguments[0] && !c.running"
+        " && document.querySelector('#chat-status').textContent === 'idle'",
+        runs,
+        what=f"run {runs} to end",
+    )

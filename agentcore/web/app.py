@@ -13,6 +13,7 @@
     POST /api/conversations/{session}/abort
     POST /api/conversations/{session}/branch     {"entry_id"}: continue from an earlier message
     POST /api/conversations/{session}/fork       {"entry_id"}: a new conversation up to that message
+    POST /api/render                       {"text"}: Markdown as the page shows it (a streaming answer)
 
 Each SSE event's id is the conversation's event offset, so a browser that reconnects (a dropped
 connection) sends ``Last-Event-ID`` and continues with the next event: nothing lost, nothing twice.
@@ -22,6 +23,7 @@ A reload asks for the snapshot again, whose ``event_offset`` is where its events
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -43,12 +45,19 @@ from ..errors import AgentBusyError, AgentError, AgentNotFoundError
 from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
 from ..state import AgentOptions
+from .markdown import render_markdown
 from .security import Guard
 from .views import event_view, queued_view, state_view
 
 STATIC_DIR = Path(__file__).parent / "static"
 # Between keep-alive comments on a quiet event stream: proxies drop idle connections after 30-60 s.
 SSE_PING_SECONDS = 15
+# The longest text ``/api/render`` takes (a streaming answer far longer is shown as plain text).
+RENDER_MAX_CHARS = 400_000
+# A conversation's title: the session's name, else its first prompt cut to this many characters.
+TITLE_CHARS = 80
+# A file path in an error message: the page shows its last part only (the server's layout is its own).
+_PATH = re.compile(r"'?(?:/[\w.@+-]+){2,}/?'?")
 
 
 @dataclass
@@ -73,6 +82,11 @@ class JsonError(Exception):
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
+
+
+def public_message(message: str) -> str:
+    """An error message for the page: file paths cut to their last part."""
+    return _PATH.sub(lambda match: repr(match.group(0).strip("'").rstrip("/").rsplit("/", 1)[-1]), message)
 
 
 def _error_status(err: AgentError) -> int:
@@ -118,15 +132,63 @@ def _api(handler: Handler) -> Handler:
         except JsonError as err:
             return _json({"error": err.code, "message": str(err)}, err.status)
         except AgentError as err:
-            return _json({"error": err.code, "message": str(err)}, _error_status(err))
+            return _json({"error": err.code, "message": public_message(err.message)}, _error_status(err))
 
     return wrapped
+
+
+def session_title(path: Path) -> str | None:
+    """The session's name (``agentcore name``), else its first prompt on one line, else None."""
+    name: str | None = None
+    first: str | None = None
+    try:
+        with path.open("rb") as lines:
+            for line in lines:
+                try:
+                    entry = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # a torn last line
+                if not isinstance(entry, dict):
+                    continue
+                kind = entry.get("type")
+                if kind == "session_info" and isinstance(entry.get("name"), str):
+                    name = entry["name"]
+                elif first is None and kind == "message" and isinstance(entry.get("message"), dict):
+                    message = entry["message"]
+                    if message.get("role") == "user":
+                        content = message.get("content")
+                        if isinstance(content, str):
+                            first = content
+                        elif isinstance(content, list):
+                            first = " ".join(
+                                block.get("text", "")
+                                for block in content
+                                if isinstance(block, dict) and block.get("type") == "text"
+                            )
+    except OSError:
+        return None
+    title = " ".join((name or first or "").split())
+    if not title:
+        return None
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def status_badge(status: str) -> str:
+    """The sidebar's three states: running, idle, error (a workflow that failed, was terminated,
+    timed out); a completed or cancelled conversation shows as idle (it ended as asked)."""
+    if status in ("running", "aborting", "compacting"):
+        return "running"
+    if status in ("failed", "terminated", "timed_out"):
+        return "error"
+    return "idle"
 
 
 class WebChat:
     def __init__(self, agents: AgentClient, settings: WebSettings) -> None:
         self.agents = agents
         self.settings = settings
+        # session id -> (file size, mtime, title): a file is read again only when it changed.
+        self._titles: dict[str, tuple[int, float, str | None]] = {}
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -139,6 +201,21 @@ class WebChat:
             return None
         namespace = quote(self.agents.client.namespace, safe="")
         return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(session_id, safe='')}"
+
+    def _title(self, session_id: str) -> str | None:
+        if self.agents.sessions_dir is None:
+            return None
+        path = self.agents.sessions_dir / f"{session_id}.jsonl"
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        cached = self._titles.get(session_id)
+        if cached is not None and cached[:2] == (stat.st_size, stat.st_mtime):
+            return cached[2]
+        title = session_title(path)
+        self._titles[session_id] = (stat.st_size, stat.st_mtime, title)
+        return title
 
     def _last_activity(self, summary: SessionSummary) -> float | None:
         # The session file is appended on every entry: its modification time is the last activity.
@@ -172,9 +249,12 @@ class WebChat:
 
     async def list_conversations(self, request: Request) -> Response:
         summaries = await self.agents.list(limit=200)
+        ids = [summary.session_id for summary in summaries]
+        titles = await asyncio.to_thread(lambda: {session_id: self._title(session_id) for session_id in ids})
         rows = [
             {
                 "session_id": summary.session_id,
+                "title": titles[summary.session_id],
                 "running": summary.status == "RUNNING",
                 "status": summary.agent_status if summary.status == "RUNNING" else summary.status.lower(),
                 "model": summary.model,
@@ -186,6 +266,8 @@ class WebChat:
             }
             for summary in summaries
         ]
+        for row in rows:
+            row["status_badge"] = status_badge(str(row["status"]))
         rows.sort(key=lambda row: row["last_activity"] or 0, reverse=True)
         return _json({"conversations": rows})
 
@@ -229,6 +311,7 @@ class WebChat:
         view = state_view(state, entry_ids)
         view["queued"] = _queued_views(await agent.get_queues())
         view["workflow_url"] = self._workflow_url(agent.session_id)
+        view["title"] = await asyncio.to_thread(self._title, agent.session_id)
         return _json(view)
 
     async def queues(self, request: Request) -> Response:
@@ -288,6 +371,14 @@ class WebChat:
         new_id = body.get("session_id") or f"{source}-fork-{uuid.uuid4().hex[:6]}"
         agent = await self.agents.fork(source, entry_id, str(new_id))
         return _json({"session_id": agent.session_id}, 201)
+
+    async def render(self, request: Request) -> Response:
+        """The page renders a streaming answer through here (model text never becomes markup in the
+        browser itself): the same ``render_markdown`` as the finished message gets."""
+        text = _text_field(await _body(request), "text", required=False)
+        if len(text) > RENDER_MAX_CHARS:
+            raise JsonError(413, "TOO_LARGE", f"render takes at most {RENDER_MAX_CHARS} characters")
+        return _json({"html": render_markdown(text).strip()})
 
     # ------------------------------------------------------------------------------- events
 
@@ -353,6 +444,7 @@ def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
         Route(f"{conversation}/abort", _api(chat.abort), methods=["POST"]),
         Route(f"{conversation}/branch", _api(chat.branch), methods=["POST"]),
         Route(f"{conversation}/fork", _api(chat.fork), methods=["POST"]),
+        Route("/api/render", _api(chat.render), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     app = Starlette(routes=routes)

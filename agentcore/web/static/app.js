@@ -6,6 +6,8 @@
 "use strict";
 
 const FOLD_LINES = 12; // tool results longer than this are folded
+const RENDER_EVERY_MS = 80; // a streaming answer's Markdown is rendered at most this often
+const TOAST_MS = 9000; // how long a notice stays (an error stays until dismissed or replaced)
 const $ = (id) => document.getElementById(id);
 
 function el(tag, className, text) {
@@ -27,14 +29,81 @@ async function api(path, options = {}) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.json);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (failure) {
+    connectionLost();
+    const error = new Error("The server cannot be reached: is it running?");
+    error.code = "NETWORK";
+    throw error;
+  }
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
-    const error = new Error(body.message || response.statusText);
+    const error = new Error(body.message || response.statusText || `HTTP ${response.status}`);
     error.code = body.error || String(response.status);
     throw error;
   }
   return body;
+}
+
+// ------------------------------------------------------------------ notices where the eye is
+
+let toastTimer = null;
+function toast(text, kind = "error") {
+  // Shown just above the message box (the composer is always on screen), once: a new notice
+  // replaces the previous one.
+  const box = $("toast");
+  clearTimeout(toastTimer);
+  if (!text) {
+    box.hidden = true;
+    return;
+  }
+  $("toast-text").textContent = text;
+  box.className = `toast ${kind}`;
+  box.hidden = false;
+  if (kind !== "error") toastTimer = setTimeout(() => (box.hidden = true), TOAST_MS);
+}
+
+function showError(error, doing) {
+  // The server's message only (no code printed beside it, no file paths: the server cuts them).
+  const message = error && error.message ? error.message : String(error);
+  toast(doing ? `${doing}: ${message}` : message, "error");
+  if (error && error.code) $("toast").dataset.code = error.code;
+}
+
+async function copyText(text, button) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (failure) {
+    const area = document.body.appendChild(el("textarea"));
+    area.value = text;
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+  if (button) {
+    const label = button.textContent;
+    button.textContent = "Copied";
+    button.classList.add("done");
+    setTimeout(() => {
+      button.textContent = label;
+      button.classList.remove("done");
+    }, 1500);
+  }
+}
+
+function addCodeCopyButtons(root) {
+  for (const pre of root.querySelectorAll("pre")) {
+    if (pre.querySelector(":scope > button.copy")) continue;
+    const button = pre.appendChild(el("button", "copy", "Copy"));
+    button.type = "button";
+    button.title = "Copy the code";
+    button.addEventListener("click", () => {
+      const code = pre.querySelector("code");
+      copyText((code || pre).textContent, button);
+    });
+  }
 }
 
 function when(seconds) {
@@ -69,6 +138,83 @@ async function loadConfig() {
 
 // ------------------------------------------------------------------------------------- the list
 
+let rows = [];
+
+function titleOf(row) {
+  return row.title || row.session_id;
+}
+
+async function refreshList() {
+  try {
+    rows = (await api("/api/conversations")).conversations;
+  } catch (error) {
+    const text = `Cannot list conversations: ${error.message}`;
+    $("no-matches").textContent = text;
+    $("no-matches").hidden = false;
+    if (!$("list-view").hidden) {
+      $("no-conversations").textContent = text;
+      $("no-conversations").hidden = false;
+    }
+    return;
+  }
+  renderSidebar();
+  if (!$("list-view").hidden) renderRows();
+}
+
+function matches(row, needle) {
+  return !needle || [titleOf(row), row.session_id, row.model, row.status].some((v) => (v || "").toLowerCase().includes(needle));
+}
+
+function renderSidebar() {
+  // Newest first (the server sorts by last activity); search by title or id.
+  const needle = $("search").value.trim().toLowerCase();
+  const list = $("conversation-list");
+  list.replaceChildren();
+  const shown = rows.filter((row) => matches(row, needle));
+  for (const row of shown) {
+    const li = list.appendChild(el("li"));
+    li.dataset.session = row.session_id;
+    if (row.session_id === chat.session) li.classList.add("active");
+    const link = li.appendChild(el("a"));
+    link.href = `/c/${encodeURIComponent(row.session_id)}`;
+    link.title = row.session_id;
+    link.appendChild(el("span", "conv-title", titleOf(row)));
+    const meta = link.appendChild(el("span", "conv-meta"));
+    const status = row.status_badge || row.status || "-";
+    meta.appendChild(el("span", `badge ${status}`, status));
+    meta.appendChild(el("span", "", when(row.last_activity)));
+  }
+  const empty = $("no-matches");
+  empty.hidden = shown.length > 0;
+  empty.textContent = rows.length ? "No conversation matches." : "No conversations yet.";
+}
+
+function renderRows() {
+  const needle = $("filter").value.trim().toLowerCase();
+  const body = $("conversations").tBodies[0];
+  body.replaceChildren();
+  const shown = rows.filter((row) => matches(row, needle));
+  for (const row of shown) {
+    const tr = body.appendChild(el("tr"));
+    tr.dataset.session = row.session_id;
+    const cell = tr.appendChild(el("td"));
+    const name = cell.appendChild(el("a", "", titleOf(row)));
+    name.href = `/c/${encodeURIComponent(row.session_id)}`;
+    if (row.title) cell.appendChild(el("span", "conv-id", row.session_id));
+    tr.appendChild(el("td")).appendChild(el("span", `badge ${row.status}`, row.status || "-"));
+    tr.appendChild(el("td", "wide-only", row.model || "-"));
+    tr.appendChild(el("td", "num", row.messages ?? "-"));
+    tr.appendChild(el("td", "num wide-only", row.cost == null ? "-" : `$${row.cost.toFixed(4)}`));
+    tr.appendChild(el("td", "muted wide-only", when(row.last_activity)));
+    tr.addEventListener("click", (event) => {
+      if (event.target.tagName !== "A") location.href = name.href;
+    });
+  }
+  $("no-conversations").hidden = shown.length > 0;
+  if (!rows.length) $("no-conversations").textContent = "No conversations yet: start one above.";
+  else if (!shown.length) $("no-conversations").textContent = "No conversation matches the filter.";
+}
+
 async function showList() {
   $("list-view").hidden = false;
   document.title = "agentcore: conversations";
@@ -94,45 +240,7 @@ async function showList() {
   $("new-form").addEventListener("submit", startConversation);
   $("filter").addEventListener("input", renderRows);
   await refreshList();
-  if (!rows.length) $("new-panel").open = true;
-  setInterval(refreshList, 5000);
-}
-
-let rows = [];
-async function refreshList() {
-  try {
-    rows = (await api("/api/conversations")).conversations;
-  } catch (error) {
-    $("no-conversations").textContent = `Cannot list conversations: ${error.message}`;
-    $("no-conversations").hidden = false;
-    return;
-  }
-  renderRows();
-}
-
-function renderRows() {
-  const needle = $("filter").value.trim().toLowerCase();
-  const body = $("conversations").tBodies[0];
-  body.replaceChildren();
-  const shown = rows.filter((row) =>
-    !needle || [row.session_id, row.model, row.status].some((v) => (v || "").toLowerCase().includes(needle)));
-  for (const row of shown) {
-    const tr = body.appendChild(el("tr"));
-    tr.dataset.session = row.session_id;
-    const name = tr.appendChild(el("td")).appendChild(el("a", "", row.session_id));
-    name.href = `/c/${encodeURIComponent(row.session_id)}`;
-    tr.appendChild(el("td")).appendChild(el("span", `badge ${row.status}`, row.status || "-"));
-    tr.appendChild(el("td", "", row.model || "-"));
-    tr.appendChild(el("td", "num", row.messages ?? "-"));
-    tr.appendChild(el("td", "num", row.cost == null ? "-" : `$${row.cost.toFixed(4)}`));
-    tr.appendChild(el("td", "muted", when(row.last_activity)));
-    tr.addEventListener("click", (event) => {
-      if (event.target.tagName !== "A") location.href = name.href;
-    });
-  }
-  $("no-conversations").hidden = shown.length > 0;
-  if (!rows.length) $("no-conversations").textContent = "No conversations yet: start one above.";
-  else if (!shown.length) $("no-conversations").textContent = "No conversation matches the filter.";
+  if (!rows.length || location.search.includes("new")) $("new-panel").open = true;
 }
 
 async function startConversation(event) {
@@ -152,9 +260,38 @@ async function startConversation(event) {
     const created = await api("/api/conversations", { json: request });
     location.href = `/c/${encodeURIComponent(created.session_id)}`;
   } catch (error) {
-    $("new-problem").textContent = `${error.code}: ${error.message}`;
+    $("new-problem").textContent = error.message;
     $("new-start").disabled = false;
   }
+}
+
+async function newChat() {
+  // The defaults (model, tools, system prompt) in one click; the list page's form has the options.
+  const button = $("new-chat");
+  button.disabled = true;
+  try {
+    const created = await api("/api/conversations", { json: {} });
+    location.href = `/c/${encodeURIComponent(created.session_id)}`;
+  } catch (error) {
+    button.disabled = false;
+    if (!$("chat-view").hidden) showError(error, "No new chat");
+    else $("new-problem").textContent = error.message;
+  }
+}
+
+function setSidebar(open) {
+  document.body.classList.toggle("sidebar-open", open);
+  $("scrim").hidden = !open;
+  $("menu").setAttribute("aria-expanded", String(open));
+}
+
+function startSidebar() {
+  $("search").addEventListener("input", renderSidebar);
+  $("new-chat").addEventListener("click", newChat);
+  $("menu").addEventListener("click", () => setSidebar(!document.body.classList.contains("sidebar-open")));
+  $("scrim").addEventListener("click", () => setSidebar(false));
+  refreshList();
+  setInterval(refreshList, 5000);
 }
 
 // ------------------------------------------------------------------------------------- the chat
@@ -171,6 +308,9 @@ const chat = {
   waitingFor: "",
   runs: 0, // runs seen ending (agent_end) since the page was opened
   applied: [], // offsets of the events applied, in order (what the page has shown, for inspection)
+  connected: true, // the event stream is open (the controls that need the server follow it)
+  status: "idle",
+  lastUser: null, // the newest user message {node, view}: Up edits it
 };
 window.agentcoreChat = chat;
 
@@ -186,21 +326,35 @@ function follow(wasNearBottom) {
   if (wasNearBottom) window.scrollTo(0, document.body.scrollHeight);
 }
 
+function actionBar(node) {
+  let bar = node.querySelector(":scope > .actions");
+  if (!bar) bar = node.insertBefore(el("div", "actions"), node.firstChild);
+  return bar;
+}
+
+function copyAction(node, view) {
+  if (!view.text || node.querySelector(":scope > .actions > .copy-message")) return;
+  const copy = actionBar(node).appendChild(el("button", "link copy-message", "Copy"));
+  copy.type = "button";
+  copy.title = "Copy the message's text (Markdown)";
+  copy.addEventListener("click", () => copyText(view.text, copy));
+}
+
 function messageActions(node, view) {
+  copyAction(node, view);
   // A message that asked for tools is not a place to stop: its results belong with it.
   if (!view.entry_id || (view.tool_calls && view.tool_calls.length)) return;
   node.dataset.entry = view.entry_id;
-  let bar = node.querySelector(":scope > .actions");
-  if (bar) return;
-  bar = node.insertBefore(el("div", "actions"), node.firstChild);
-  const branch = bar.appendChild(el("button", "link", "Branch from here"));
+  const bar = actionBar(node);
+  if (bar.querySelector(".branch")) return;
+  const branch = bar.insertBefore(el("button", "link branch", "Branch from here"), bar.firstChild);
   branch.title = "Continue the conversation from this message (the rest stays in the session file)";
   branch.addEventListener("click", () => branchTo(view.entry_id));
-  const fork = bar.appendChild(el("button", "link", "Fork"));
+  const fork = bar.insertBefore(el("button", "link fork", "Fork"), branch.nextSibling);
   fork.title = "A new conversation with everything up to this message";
   fork.addEventListener("click", () => forkAt(view.entry_id));
   if (view.role === "user") {
-    const edit = bar.appendChild(el("button", "link", "Edit"));
+    const edit = bar.appendChild(el("button", "link edit", "Edit"));
     edit.title = "Go back to before this message and put it in the editor";
     edit.addEventListener("click", () => editFrom(node, view));
   }
@@ -211,8 +365,10 @@ function renderUser(view) {
   node.dataset.index = view.index ?? "";
   const body = node.appendChild(el("div", "body markdown"));
   setSafeHtml(body, view.html || "");
+  addCodeCopyButtons(body);
   if (view.images) body.appendChild(el("div", "muted", `(+${view.images} image${view.images > 1 ? "s" : ""})`));
   messageActions(node, view);
+  chat.lastUser = { node, view };
   return node;
 }
 
@@ -246,6 +402,7 @@ function setToolResult(block, text, html, isError) {
   const content = el("div", "markdown");
   if (html) setSafeHtml(content, html);
   else content.textContent = text || "(no output)";
+  addCodeCopyButtons(content);
   if (lines.length > FOLD_LINES) {
     const fold = place.appendChild(el("details", "fold"));
     fold.appendChild(el("summary", "", `${lines.slice(-1)[0].slice(0, 100) || lines[0].slice(0, 100)} (${lines.length} lines)`));
@@ -266,6 +423,7 @@ function fillAssistant(node, view) {
   if (view.html) {
     const body = node.appendChild(el("div", "body markdown"));
     setSafeHtml(body, view.html);
+    addCodeCopyButtons(body);
   }
   if (view.tool_calls && view.tool_calls.length) {
     const tools = node.appendChild(el("div", "tools"));
@@ -310,22 +468,89 @@ function appendMessage(view) {
   return node;
 }
 
-// A streaming assistant message: plain text while it streams, the rendered Markdown once it ends.
+// A streaming assistant message, rendered as it streams: the server renders the text so far (at
+// most every RENDER_EVERY_MS, one request at a time) and the text that came after it is shown as
+// plain text at the end of the last block until the next rendering takes it in. The rendered part
+// only ever grows, so nothing flickers; the finished message gets the server's final rendering.
 function startStreaming(partial) {
   const node = el("article", "message assistant streaming");
   const thinking = node.appendChild(el("details", "thinking"));
   thinking.hidden = true;
   thinking.appendChild(el("summary", "", "Thinking…"));
   const thinkingPre = thinking.appendChild(el("pre"));
-  const body = node.appendChild(el("div", "body plain"));
+  const body = node.appendChild(el("div", "body markdown"));
   transcript().appendChild(node);
-  chat.current = { node, text: "", thinking: "", body, thinkingPre, thinkingBox: thinking };
+  chat.current = {
+    node, text: "", thinking: "", body, thinkingPre, thinkingBox: thinking,
+    rendered: 0, html: "", renderAt: 0, rendering: false, timer: null,
+  };
   if (partial) {
     appendDelta({ type: "thinking_delta", delta: (partial.thinking || []).join("\n") });
-    appendDelta({ type: "text_delta", delta: partial.text || "" });
+    if (partial.text) {
+      chat.current.text = partial.text;
+      chat.current.html = partial.html || "";
+      chat.current.rendered = partial.html ? partial.text.trimEnd().length : 0;
+      chat.current.node.classList.add("has-content");
+      paintStreaming(chat.current);
+    }
   }
   waiting("Thinking");
   return chat.current;
+}
+
+function paintStreaming(current) {
+  // The rendered HTML (the server's, sanitised) and, inside its last block, the newer plain text.
+  const tail = current.text.slice(current.rendered);
+  if (current.painted !== current.html) {
+    setSafeHtml(current.body, current.html);
+    current.painted = current.html;
+    addCodeCopyButtons(current.body);
+  }
+  let span = current.body.querySelector(".tail");
+  if (!span) {
+    let place = current.body;
+    while (place.lastElementChild && !place.lastElementChild.matches("button, table, hr, br")) {
+      place = place.lastElementChild;
+    }
+    span = place.appendChild(el("span", "tail"));
+  }
+  span.textContent = tail;
+}
+
+function scheduleRender(current) {
+  if (current.rendering || current.timer || current.rendered === current.text.trimEnd().length) return;
+  const wait = Math.max(0, current.renderAt + RENDER_EVERY_MS - Date.now());
+  if (wait > 0 && current.rendered > 0) {
+    current.timer = setTimeout(() => {
+      current.timer = null;
+      scheduleRender(current);
+    }, wait);
+    return;
+  }
+  renderStreaming(current);
+}
+
+async function renderStreaming(current) {
+  const text = current.text;
+  current.rendering = true;
+  current.renderAt = Date.now();
+  try {
+    const rendered = await api("/api/render", { json: { text } });
+    // Still this message and still a prefix of its text (a retry starts it afresh)?
+    if (chat.current === current && current.text.startsWith(text)) {
+      current.html = rendered.html;
+      // A rendering drops the text's trailing spaces and newlines: they stay in the plain tail.
+      current.rendered = text.trimEnd().length;
+      const span = current.body.querySelector(".tail");
+      if (span) span.remove();
+      paintStreaming(current);
+    }
+  } catch (error) {
+    /* plain text stays; the finished message is rendered anyway */
+  } finally {
+    current.rendering = false;
+  }
+  if (chat.current === current) scheduleRender(current);
 }
 
 function appendDelta(delta) {
@@ -333,7 +558,8 @@ function appendDelta(delta) {
   if (delta.type === "text_delta" && delta.delta) {
     current.node.classList.add("has-content");
     current.text += delta.delta;
-    current.body.textContent = current.text;
+    paintStreaming(current);
+    scheduleRender(current);
     waiting(null);
   } else if (delta.type === "thinking_delta" && delta.delta) {
     current.node.classList.add("has-content");
@@ -348,6 +574,7 @@ function appendDelta(delta) {
 function endStreaming(view) {
   const current = chat.current;
   chat.current = null;
+  if (current && current.timer) clearTimeout(current.timer);
   const node = current ? current.node : transcript().appendChild(el("article", "message assistant"));
   node.classList.remove("streaming");
   node.classList.add("has-content");
@@ -384,15 +611,54 @@ function tickActivity() {
 
 function setRunning(running, status) {
   chat.running = running;
+  chat.status = status || (running ? "running" : "idle");
   const badge = $("chat-status");
-  badge.textContent = status || (running ? "running" : "idle");
+  badge.textContent = chat.status;
   badge.className = `badge ${badge.textContent}`;
   $("send").textContent = running ? "Steer" : "Send";
   $("send").title = running ? "Steer: taken after the current tool batch" : "";
   $("follow-up").hidden = !running;
   $("abort").hidden = !running;
   if (!running) waiting(null);
+  updateControls();
   tickActivity();
+}
+
+function updateControls() {
+  // What needs the server is disabled while it cannot be reached; what was typed stays.
+  const ended = ["closed", "terminated", "failed", "timed_out", "completed", "canceled"].includes(chat.status);
+  const usable = chat.connected && !ended;
+  for (const id of ["send", "follow-up", "abort"]) $(id).disabled = !usable;
+  $("message").placeholder = ended
+    ? "This conversation has ended: fork it from a message to go on"
+    : "Message (Enter sends, Shift+Enter new line, Esc aborts, ↑ edits the last)";
+}
+
+function setConnected(connected, text) {
+  chat.connected = connected;
+  const line = $("connection");
+  line.textContent = text || "";
+  line.hidden = connected || !text;
+  updateControls();
+}
+
+let probing = null;
+function connectionLost() {
+  // A request found no server: say so by the message box and look for it every second; once it
+  // answers, the event stream is opened again from the last event shown.
+  if (!chat.session || probing) return;
+  setConnected(false, "Connection lost: reconnecting…");
+  probing = setInterval(async () => {
+    try {
+      const response = await fetch("/api/config", { headers: { Accept: "application/json" } });
+      if (!response.ok) return;
+    } catch (failure) {
+      return;
+    }
+    clearInterval(probing);
+    probing = null;
+    openEvents(chat.lastOffset + 1);
+  }, 1000);
 }
 
 function banner(text, kind) {
@@ -465,10 +731,16 @@ function applyEvent(offset, event) {
       const current = chat.current || startStreaming(null);
       current.text = "";
       current.thinking = "";
-      current.body.textContent = "";
+      current.body.replaceChildren();
       current.thinkingPre.textContent = "";
-      const note = current.node.insertBefore(el("div", "notice retry"), current.node.firstChild);
+      current.html = "";
+      current.painted = null;
+      current.rendered = 0;
+      // One line for all the retries of a call, with the attempt count.
+      let note = current.node.querySelector(":scope > .notice.retry");
+      if (!note) note = current.node.insertBefore(el("div", "notice retry"), current.node.firstChild);
       current.node.classList.add("has-content");
+      note.dataset.attempts = String(event.attempt);
       note.textContent = `The model call failed and is being retried (attempt ${event.attempt})${
         event.error_message ? `: ${event.error_message}` : ""}`;
       waiting("Retrying");
@@ -500,14 +772,20 @@ function openEvents(fromOffset) {
   source.addEventListener("agent", (message) => {
     applyEvent(Number(message.lastEventId), JSON.parse(message.data));
   });
-  source.addEventListener("open", () => banner(null));
+  source.addEventListener("open", () => {
+    if (!chat.connected) refreshAfterRun();
+    setConnected(true);
+  });
   source.addEventListener("error", () => {
     // The browser reconnects by itself and sends Last-Event-ID: the stream goes on where it broke.
-    if (source.readyState === EventSource.CONNECTING) banner("Connection lost: reconnecting…", "warn");
+    if (source.readyState === EventSource.CONNECTING) setConnected(false, "Connection lost: reconnecting…");
+    else if (source.readyState === EventSource.CLOSED) {
+      setConnected(false, "Connection lost. Reload the page to reconnect.");
+    }
   });
   source.addEventListener("failure", (message) => {
     const failure = JSON.parse(message.data);
-    banner(`${failure.error}: ${failure.message}`, "error");
+    setConnected(false, `The event stream stopped: ${failure.message}`);
     source.close();
   });
   source.addEventListener("closed", () => {
@@ -523,6 +801,7 @@ async function loadSnapshot() {
   const state = await api(`/api/conversations/${encodeURIComponent(chat.session)}`);
   chat.tools.clear();
   chat.current = null;
+  chat.lastUser = null;
   transcript().replaceChildren();
   if (state.first_message_index > 0) {
     transcript().appendChild(el("div", "notice", `${state.first_message_index} earlier messages are not shown.`));
@@ -533,7 +812,9 @@ async function loadSnapshot() {
     const block = chat.tools.get(id);
     if (block) setToolState(block, "running", "running");
   }
-  $("chat-title").textContent = state.session_id;
+  $("chat-title").textContent = state.title || state.session_id;
+  $("chat-title").title = state.session_id;
+  $("chat-meta").hidden = false;
   $("chat-model").textContent = state.model + (state.thinking_level !== "off" ? ` · thinking ${state.thinking_level}` : "");
   $("chat-tools").textContent = state.tools.length ? `tools: ${state.tools.join(", ")}` : "no tools";
   const link = $("workflow-link");
@@ -543,7 +824,7 @@ async function loadSnapshot() {
   }
   setRunning(state.status !== "idle", state.status);
   if (state.streaming_message) startStreaming(state.streaming_message);
-  if (state.error_message) banner(state.error_message, "error");
+  if (state.error_message) toast(`The last run failed: ${state.error_message}`, "error");
   renderQueued(state.queued);
   chat.lastOffset = state.event_offset - 1;
   chat.snapshotOffset = state.event_offset;
@@ -558,11 +839,12 @@ async function refreshAfterRun() {
     for (const view of state.messages) {
       const node = transcript().querySelector(`[data-index="${view.index}"]`);
       if (node && view.entry_id && view.role !== "toolResult") messageActions(node, view);
+      if (node && view.role === "user") chat.lastUser = { node, view };
     }
     renderQueued(state.queued);
     if (state.status !== "idle" && !chat.running) setRunning(true, state.status);
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
+    showError(error);
   }
 }
 
@@ -593,7 +875,7 @@ async function clearQueued() {
     });
     renderQueued(cleared.queued);
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
+    showError(error, "Not cleared");
   }
 }
 
@@ -611,6 +893,10 @@ async function send(mode) {
   const box = $("message");
   const text = box.value.trim();
   if (!text) return;
+  if (!chat.connected) {
+    toast("Not sent: the server cannot be reached; your message stays in the box.", "error");
+    return;
+  }
   box.value = "";
   try {
     const sent = await api(`/api/conversations/${encodeURIComponent(chat.session)}/messages`, {
@@ -622,8 +908,8 @@ async function send(mode) {
       waiting("Thinking");
     }
   } catch (error) {
-    box.value = text;
-    banner(`${error.code}: ${error.message}`, "error");
+    if (!box.value) box.value = text;
+    showError(error, "Not sent");
   }
 }
 
@@ -632,7 +918,7 @@ async function abortTurn() {
     await api(`/api/conversations/${encodeURIComponent(chat.session)}/abort`, { json: {} });
     $("activity-text").textContent = "Aborting…";
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
+    showError(error, "Not aborted");
   }
 }
 
@@ -642,7 +928,7 @@ async function branchTo(entryId) {
     const state = await loadSnapshot();
     openEvents(state.event_offset);
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
+    showError(error, "No branch");
   }
 }
 
@@ -655,14 +941,14 @@ async function editFrom(node, view) {
 }
 
 async function forkAt(entryId) {
-  banner("Forking (waits for the current run to end)…", "warn");
+  toast(chat.running ? "Forking when the current run ends…" : "Forking…", "info");
   try {
     const forked = await api(`/api/conversations/${encodeURIComponent(chat.session)}/fork`, {
       json: { entry_id: entryId },
     });
     location.href = `/c/${encodeURIComponent(forked.session_id)}`;
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
+    showError(error, "Fork failed");
   }
 }
 
@@ -675,12 +961,14 @@ async function showChat(session) {
     event.preventDefault();
     send("auto");
   });
-  $("message").addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  $("message").addEventListener("keydown", onComposerKey);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && chat.running && event.target.id !== "message") {
       event.preventDefault();
-      send("auto");
+      abortTurn();
     }
   });
+  $("toast-close").addEventListener("click", () => toast(null));
   $("follow-up").addEventListener("click", () => send("follow_up"));
   $("abort").addEventListener("click", abortTurn);
   setInterval(tickActivity, 100);
@@ -689,13 +977,34 @@ async function showChat(session) {
     openEvents(state.event_offset);
     $("message").focus();
   } catch (error) {
-    banner(`${error.code}: ${error.message}`, "error");
-    $("composer").hidden = true;
+    showError(error, "Cannot open this conversation");
+    $("message").disabled = true;
+    chat.connected = false;
+    updateControls();
+  }
+}
+
+function onComposerKey(event) {
+  // Enter sends (steers while a run goes), Shift+Enter is a new line, Esc aborts the run, Up in an
+  // empty box edits the last message (a branch from before it).
+  const box = $("message");
+  if (event.isComposing) return;
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    send("auto");
+  } else if (event.key === "Escape" && chat.running) {
+    event.preventDefault();
+    abortTurn();
+  } else if (event.key === "ArrowUp" && !box.value && !chat.running && chat.lastUser && chat.lastUser.view.entry_id) {
+    event.preventDefault();
+    editFrom(chat.lastUser.node, chat.lastUser.view);
   }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   const match = location.pathname.match(/^\/c\/(.+)$/);
-  if (match) showChat(decodeURIComponent(match[1]));
+  if (match) chat.session = decodeURIComponent(match[1]);
+  startSidebar();
+  if (match) showChat(chat.session);
   else showList();
 });

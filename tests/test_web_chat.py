@@ -1,0 +1,240 @@
+"""The web chat as people expect a chat to behave, in a real headless Chromium: errors where the eye
+is, controls that follow the connection, long strings kept in their block, the phone layout, Markdown
+rendered while it streams, code highlighted and copied, fork with the default sessions directory.
+
+``AGENTCORE_WEB_SCREENSHOTS=docs`` refreshes the screenshots in docs/ from these runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from agentcore.web import serve_web
+from tests.web_support import (
+    LONG_URL,
+    MARKDOWN_CODE,
+    Browser,
+    WebDeployment,
+    needs_chromium,
+    runs_ended,
+    send,
+    web_deployment,
+)
+
+pytestmark = [needs_chromium, pytest.mark.timeout(180)]
+
+SCREENSHOTS = os.environ.get("AGENTCORE_WEB_SCREENSHOTS")
+OPENED = "return window.agentcoreChat && window.agentcoreChat.snapshotOffset !== undefined"
+DESKTOP = (1280, 800)
+PHONE = (390, 844)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    page = await Browser.launch(*DESKTOP)
+    try:
+        await page.get("about:blank")
+        await page.set_size(*DESKTOP)
+        yield page
+    finally:
+        await page.quit()
+
+
+@pytest.fixture
+async def web(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[WebDeployment]:
+    # The layout `agentcore dev` makes: a sessions directory relative to where it runs.
+    monkeypatch.chdir(tmp_path)
+    async with web_deployment(
+        temporal_client, tmp_path, sessions_dir=Path(".agentcore/sessions")
+    ) as deployment:
+        yield deployment
+
+
+async def screenshot(browser: Browser, name: str) -> None:
+    if SCREENSHOTS:
+        await browser.screenshot(Path(SCREENSHOTS) / name)
+
+
+async def page_width(browser: Browser) -> tuple[int, int]:
+    widths: list[int] = await browser.js(
+        "return [Math.max(document.documentElement.scrollWidth, document.body.scrollWidth), window.innerWidth]"
+    )
+    return widths[0], widths[1]
+
+
+IN_VIEW = """
+const node = document.querySelector(arguments[0]);
+if (!node || node.hidden || node.offsetParent === null) return false;
+const box = node.getBoundingClientRect();
+return box.top >= 0 && box.bottom <= window.innerHeight && box.height > 0;
+"""
+
+
+async def test_fork_with_the_default_sessions_dir_and_its_error_in_view(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    for question in ("What is 3 * 20?", "What is 4 * 10?", "Count to 240, please"):
+        await send(browser, question)
+        await runs_ended(
+            browser, ["What is 3 * 20?", "What is 4 * 10?", "Count to 240, please"].index(question) + 1
+        )
+    # Scrolled to the bottom of a long transcript, as one is after a few answers.
+    await browser.js("window.scrollTo(0, document.body.scrollHeight)")
+    assert await browser.js("return window.scrollY > 0")
+    # A fork that fails: the message is in view, near the message box, once, with no server path.
+    await browser.js("forkAt('no-such-entry')")
+    await browser.wait_for(
+        "return document.querySelector('#toast').classList.contains('error')", what="the fork's error"
+    )
+    assert await browser.js(IN_VIEW, "#toast"), "the error is not in view"
+    text = await browser.js("return document.querySelector('#toast-text').textContent")
+    assert text.startswith("Fork failed: ") and "no-such-entry" in text, text
+    assert "/" not in text and "ENTRY_NOT_FOUND" not in text and "SESSION_NOT_FOUND" not in text, text
+    await screenshot(browser, "web-error.png")
+    # Fork at the first answer, with the sessions directory relative (the default layout).
+    first_answer = "[...document.querySelectorAll('.message.assistant[data-entry]')].find(m => m.innerText.includes('= 60'))"
+    await browser.wait_for(f"return {first_answer}", what="entry ids on the answers")
+    await browser.js(f"{first_answer}.querySelector('.actions button.fork').click()")
+    await browser.wait_for(f"return !location.pathname.endsWith('/{agent.session_id}')", what="the fork")
+    await browser.wait_for(OPENED)
+    users = await browser.js(
+        "return [...document.querySelectorAll('.message.user')].map(m => m.innerText.trim())"
+    )
+    assert users == ["What is 3 * 20?"]
+    assert (
+        Path(".agentcore/sessions").resolve()
+        / f"{await browser.js('return window.agentcoreChat.session')}.jsonl"
+    ).is_file()
+
+
+async def test_controls_follow_the_connection(web: WebDeployment, browser: Browser) -> None:
+    agent = await web.start()
+    async with serve_web(web.app, port=0) as server:
+        port = server.port
+        await browser.get(f"{server.url}/c/{agent.session_id}")
+        await browser.wait_for(OPENED)
+        await send(browser, "Could you hold the door for me?")
+        await browser.wait_for(
+            "return document.querySelector('.tool.running .tool-name')", what="hold running"
+        )
+        assert await browser.js("return !document.querySelector('#abort').disabled")
+    # The server is gone: the page says so by the message box, and what needs the server is off.
+    await browser.wait_for(IN_VIEW, "#connection", what="the connection notice")
+    assert "Connection lost" in await browser.js("return document.querySelector('#connection').textContent")
+    for button in ("#send", "#abort", "#follow-up"):
+        assert await browser.js(f"return document.querySelector('{button}').disabled"), button
+    await screenshot(browser, "web-connection-lost.png")
+    # Back (a restarted dev on the same port): reconnected, usable again.
+    async with serve_web(web.app, port=port):
+        await browser.wait_for(
+            "return document.querySelector('#connection').hidden && !document.querySelector('#abort').disabled",
+            what="the page reconnected",
+        )
+        web.hold.release()
+        await runs_ended(browser, 1)
+
+
+async def test_long_unbroken_strings_stay_in_their_block(web: WebDeployment, browser: Browser) -> None:
+    agent = await web.start()
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    await send(browser, f"Long strings: {LONG_URL} {'Zm9vYmFy' * 200}")
+    await runs_ended(browser, 1)
+    for width, height in (DESKTOP, PHONE):
+        await browser.set_size(width, height)
+        scroll_width, inner = await page_width(browser)
+        assert inner == width and scroll_width <= width, f"the page is {scroll_width} px wide at {width}"
+        # The code block scrolls inside itself instead.
+        assert await browser.js(
+            "const pre = document.querySelector('.message.assistant pre'); return pre.scrollWidth > pre.clientWidth"
+        )
+
+
+async def test_phone_layout_keeps_the_message_box_usable(web: WebDeployment, browser: Browser) -> None:
+    agent = await web.start()
+    await send_first(
+        web,
+        browser,
+        agent.session_id,
+        "Hi! We're having roast lamb tonight. Anything from the Rhône under $80?",
+    )
+    await runs_ended(browser, 1)
+    await browser.set_size(*PHONE)
+    await send(browser, "Could you hold the door for me?")
+    await browser.wait_for("return document.querySelector('.tool.running .tool-name')", what="hold running")
+    box = await browser.js(
+        "const r = document.querySelector('#message').getBoundingClientRect(); return [r.width, r.height, r.bottom]"
+    )
+    assert box[0] >= 300 and box[1] >= 48 and box[2] <= PHONE[1], box
+    for button in ("#send", "#follow-up", "#abort"):
+        assert await browser.js(IN_VIEW, button), f"{button} is not on screen"
+    assert (await page_width(browser))[0] <= PHONE[0]
+    await screenshot(browser, "web-phone.png")
+    web.hold.release()
+    await runs_ended(browser, 2)
+    # The list of conversations: nothing clipped, the sidebar opens from the menu button.
+    await browser.get(f"{web.url}/")
+    row = f"document.querySelector('#conversations tr[data-session=\"{agent.session_id}\"]')"
+    await browser.wait_for(f"return {row}", what="the row")
+    assert (await page_width(browser))[0] <= PHONE[0]
+    assert await browser.js(f"const r = {row}.getBoundingClientRect(); return r.right <= window.innerWidth")
+    assert await browser.js("return document.querySelector('#search').getBoundingClientRect().right <= 0")
+    await browser.click("#menu")
+    await browser.wait_for(
+        "const r = document.querySelector('#search').getBoundingClientRect(); return r.left >= 0 && r.right <= window.innerWidth",
+        what="the sidebar open",
+    )
+
+
+async def send_first(web: WebDeployment, browser: Browser, session_id: str, text: str) -> None:
+    await browser.get(f"{web.url}/c/{session_id}")
+    await browser.wait_for(OPENED)
+    await send(browser, text)
+
+
+async def test_markdown_renders_while_it_streams_with_highlighted_copyable_code(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    await browser.grant_clipboard(web.url)
+    await send_first(web, browser, agent.session_id, "Markdown, with some code please")
+    # Half-way: the bold and the highlighted code are already formatted, the answer still streams.
+    streaming = "document.querySelector('.message.streaming .body')"
+    await browser.wait_for(
+        f"return {streaming} && {streaming}.querySelector('strong') && {streaming}.querySelector('pre code .hl-k')"
+        f" && {streaming}.textContent.includes('then1 ')",
+        what="formatted Markdown while streaming",
+    )
+    assert await browser.js(f"return !{streaming}.textContent.includes('**')")
+    assert await browser.js("return !!document.querySelector('.message.streaming')")
+    await screenshot(browser, "web-streaming.png")
+    await runs_ended(browser, 1)
+    answer = "document.querySelector('.message.assistant .body')"
+    assert await browser.js(f"return {answer}.textContent.includes('then59')")
+    # Copy the code block, then the whole message.
+    await browser.js(f"{answer}.querySelector('pre button.copy').click()")
+    await browser.wait_for(f"return {answer}.querySelector('pre button.copy').textContent === 'Copied'")
+    clipboard = await browser.call(
+        browser.driver.execute_async_script,
+        "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, e => done('ERR ' + e));",
+    )
+    assert clipboard == MARKDOWN_CODE
+    await browser.js("document.querySelector('.message.assistant .actions .copy-message').click()")
+    await browser.wait_for(
+        "return document.querySelector('.message.assistant .actions .copy-message').textContent === 'Copied'"
+    )
+    clipboard = await browser.call(
+        browser.driver.execute_async_script,
+        "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, e => done('ERR ' + e));",
+    )
+    assert clipboard.startswith("**Pour it slowly.**") and "```python" in clipboard
