@@ -2,10 +2,14 @@
 
 Both runtimes must produce the same **whole event stream**: types, order, tool call ids, tool
 results, stop reasons, message contents, usage, compaction figures; ids that each runtime makes up
-(entry ids) and timestamps are normalised. They must also end with the same messages, and their
-model calls must have seen the same tools. One scripted model answers both (no HTTP).
+(entry ids) and timestamps are normalised. Streamed deltas are compared by the text they add up to:
+a durable subscriber gets a model call's deltas one by one once the call outlives the model
+activity's first publish interval, and one per block (derived from the final message) when it ends
+within it, while in-process each delta arrives as the provider sent it. They must also end with the
+same messages and settings, and their model calls must have seen the same tools. One scripted model
+answers both (no HTTP).
 
-A scenario is a list of steps (prompt, steer, follow_up, continue_) plus triggers that act when an
+A scenario is a list of steps (prompt, steer, follow_up, continue_, reset) plus triggers that act when an
 event arrives ("at the first tool_execution_start, steer"), so timing-dependent cases (steering
 mid-batch, abort mid-stream) line up in both runtimes. Events only the durable runtime emits are
 listed once, in ``agentcore.events.DURABLE_ONLY_EVENTS``.
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,14 +30,26 @@ from temporalio.client import Client
 
 from agentcore import Agent, AgentOptions, AgentTool, AgentToolResult, ToolExecutionMode, subagent_tool
 from agentcore.compaction import CompactionSettings
-from agentcore.events import DURABLE_ONLY_EVENTS, AgentEvent
+from agentcore.events import DURABLE_ONLY_EVENTS, AgentEvent, StreamError, StreamEvent, StreamStart
 from agentcore.messages import AssistantMessage, Message, TextContent, UserMessage
-from agentcore.model import Model
-from agentcore.testing.scripted import Reply, ScriptedModel, error, scripted_model, text, tool_calls
+from agentcore.model import Model, ThinkingLevel
+from agentcore.protocol import DurableState
+from agentcore.runtime import LlmContext, StreamOptions
+from agentcore.session import SessionStats
+from agentcore.state import AgentState
+from agentcore.testing.scripted import (
+    Reply,
+    ScriptedModel,
+    error,
+    scripted_model,
+    text,
+    thinking,
+    tool_calls,
+)
 from tests.durable_support import add_tool, progress_tool, running_worker, sleep_tool
 
 Trigger = tuple[str, int, str, str]  # (event type, occurrence, action, text)
-Step = tuple[str, str]  # (command, text): prompt / steer / follow_up / continue_
+Step = tuple[str, str]  # (command, text): prompt / steer / follow_up / continue_ / reset
 
 
 def multiply_tool() -> AgentTool:
@@ -54,6 +70,17 @@ def multiply_tool() -> AgentTool:
         execute=execute,
         timeout_seconds=5,
     )
+
+
+def parsing_multiply_tool() -> AgentTool:
+    """``times``: ``prepare_arguments`` turns the model's ``{"expr": "6x7"}`` into ``{"a": 6, "b": 7}``
+    before the schema check; a durable conversation runs it in the tool's activity (it is code)."""
+
+    def prepare(arguments: Any) -> dict[str, int]:
+        left, right = str(arguments["expr"]).split("x")
+        return {"a": int(left), "b": int(right)}
+
+    return multiply_tool().model_copy(update={"name": "times", "prepare_arguments": prepare})
 
 
 def failing_tool() -> AgentTool:
@@ -124,8 +151,12 @@ class Scenario:
     triggers: list[Trigger] = field(default_factory=list)
     tool_execution: ToolExecutionMode = ToolExecutionMode.PARALLEL
     model: Model = field(default_factory=scripted_model)
+    thinking_level: ThinkingLevel = ThinkingLevel.OFF
+    system_prompt: str = ""
     messages: list[Message] = field(default_factory=list)
     compaction: CompactionSettings | None = None
+    # Durable: at the end, recover a new conversation from the session file alone.
+    recover: bool = False
     # Aborted partial text depends on timing: its deltas are dropped and its text not compared.
     loose_content: bool = False
 
@@ -189,6 +220,24 @@ SCENARIOS = [
             ("tool_execution_update", 1, "abort", ""),
         ],
     ),
+    Scenario(
+        "abort_mid_sequential_batch",
+        _model([tool_calls([("sleep", {"seconds": 5}), ("add", {"a": 1, "b": 2})]), text("never")]),
+        tool_execution=ToolExecutionMode.SEQUENTIAL,
+        triggers=[("tool_execution_update", 1, "abort", "")],
+    ),
+    Scenario(
+        # ``add`` takes a pydantic model: durably its arguments are checked in its activity, on the
+        # worker where that code lives, with the same result.
+        "bad_arguments_to_a_pydantic_tool",
+        _model([tool_calls([("add", {"a": "one", "b": 2})]), text("That failed.")]),
+    ),
+    Scenario(
+        "prepare_arguments",
+        _model([tool_calls([("times", {"expr": "6x7"}), ("times", {"expr": "six"})]), text("42.")]),
+        tools=[parsing_multiply_tool()],
+        tool_execution=ToolExecutionMode.SEQUENTIAL,  # both end at once: keep their order
+    ),
     Scenario("provider_error", _model([error("upstream exploded")])),
     Scenario("tool_error", _model([tool_calls([("explode", {})]), text("It failed.")])),
     Scenario(
@@ -233,6 +282,36 @@ SCENARIOS = [
         messages=_long_history(),
         compaction=CompactionSettings(keep_recent_tokens=60),
         steps=[("prompt", "Next question.")],
+    ),
+    Scenario(
+        # The settings the conversation keeps survive a reset in the session file: a conversation
+        # recovered from it has them, and the same messages and stats (see the test).
+        "reset_then_recover",
+        _model([tool_calls([("add", {"a": 1, "b": 2})]), text("3."), text("After the reset.")]),
+        steps=[("prompt", "Add 1 and 2."), ("reset", ""), ("prompt", "Start again.")],
+        tools=[add_tool(), multiply_tool()],
+        thinking_level=ThinkingLevel.HIGH,
+        system_prompt="You are terse.",
+        recover=True,
+    ),
+    Scenario(
+        # Several slow chunks per block (thinking, text, a tool call's JSON): durable subscribers
+        # get several deltas per block too, adding up to the same text (see the test).
+        "multi_chunk_streaming",
+        _model(
+            [
+                tool_calls([("add", {"a": 1, "b": 2})], preamble="Let me add those."),
+                thinking("The tool said 3, which answers it.", "The sum is 3, as the tool said."),
+            ],
+            chunks=6,
+            delay=0.05,
+        ),
+    ),
+    Scenario(
+        # The same chunks with no pause: the call ends within the first publish interval, and a
+        # durable subscriber gets one delta per block (see the test).
+        "multi_chunk_within_one_interval",
+        _model([text("Quick, in six chunks but all at once.")], chunks=6),
     ),
 ]
 
@@ -289,6 +368,41 @@ def normalise_messages(messages: list[Message], loose: bool) -> list[dict[str, A
     return [_scrub(message.model_dump(mode="json"), loose) for message in messages]
 
 
+_DELTA_TYPES = ("text_delta", "thinking_delta", "toolcall_delta")
+
+
+def _delta(event: dict[str, Any]) -> dict[str, Any] | None:
+    inner = event.get("assistant_message_event") if event.get("type") == "message_update" else None
+    return inner if inner is not None and inner.get("type") in _DELTA_TYPES else None
+
+
+def merge_deltas(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The events with each run of deltas to one block merged into one delta carrying the text the
+    run adds up to, and how many deltas each run had (one number per streamed block, in order)."""
+    merged: list[dict[str, Any]] = []
+    runs: list[int] = []
+    for event in events:
+        delta = _delta(event)
+        last = _delta(merged[-1]) if merged and delta is not None else None
+        if (
+            delta is not None
+            and last is not None
+            and (last["type"], last["content_index"])
+            == (
+                delta["type"],
+                delta["content_index"],
+            )
+        ):
+            last["delta"] += delta["delta"]
+            runs[-1] += 1
+            continue
+        if delta is not None:  # a copy: the merge grows it
+            event = {**event, "assistant_message_event": dict(delta)}
+            runs.append(1)
+        merged.append(event)
+    return merged, runs
+
+
 # --------------------------------------------------------------------------------------- running
 
 
@@ -297,8 +411,32 @@ class Outcome:
     events: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     tools_seen: list[list[str]]  # per model call, the tool names it was given
+    # Model, thinking level, active tools and system prompt at the end.
+    settings: dict[str, Any] = field(default_factory=dict)
     # Durable only: the active tool sets its session file records, in order.
     active_tools_recorded: list[list[str]] = field(default_factory=list)
+    # Durable only, with ``Scenario.recover``: the conversation recovered from the session file
+    # (its messages and settings), and the stats of the original and of the recovered one.
+    recovered: dict[str, Any] = field(default_factory=dict)
+    stats: list[SessionStats] = field(default_factory=list)
+    # Per streamed block, how many deltas it arrived in (``merge_deltas``).
+    delta_runs: list[int] = field(default_factory=list)
+    # Whether the ``message_update`` events carried the partial message (True, False or both).
+    update_partials: set[bool] = field(default_factory=set)
+    # The durable-only events (``DURABLE_ONLY_EVENTS``) the stream had, left out of ``events``.
+    durable_only: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.events, self.delta_runs = merge_deltas(self.events)
+
+
+def _settings(state: AgentState | DurableState) -> dict[str, Any]:
+    return {
+        "model": state.model.model_dump(mode="json"),
+        "thinking_level": state.thinking_level,
+        "tools": [tool.name for tool in state.tools],
+        "system_prompt": state.system_prompt,
+    }
 
 
 class _Triggers:
@@ -331,14 +469,20 @@ async def run_in_process(scenario: Scenario) -> Outcome:
         tool_execution=scenario.tool_execution,
         compaction=scenario.compaction,
         available_tools=[t for t in scenario.tools if t not in active],
+        thinking_level=scenario.thinking_level,
+        system_prompt=scenario.system_prompt,
     )
     events: list[dict[str, Any]] = []
     triggers = _Triggers(scenario.triggers)
+
+    partials: set[bool] = set()
 
     def listener(event: AgentEvent, signal: Any) -> None:
         normalised = normalise_event(event, scenario.loose_content)
         if normalised is not None:  # snapshot now: a streaming partial changes in place
             events.append(normalised)
+        if event.type == "message_update":
+            partials.add(event.message is not None)
         for action, arg in triggers.due(event):
             if action == "abort":
                 agent.abort()
@@ -350,13 +494,18 @@ async def run_in_process(scenario: Scenario) -> Outcome:
         if command in ("prompt", "continue_"):
             run = agent.prompt(arg) if command == "prompt" else agent.continue_()
             await asyncio.wait_for(run, 30)
+        elif command == "reset":
+            agent.reset()
         else:
             getattr(agent, command)(arg)
     await agent.wait_for_idle()
+    state = agent.get_state()
     return Outcome(
         events,
-        normalise_messages(agent.get_state().messages, scenario.loose_content),
+        normalise_messages(state.messages, scenario.loose_content),
         [[t.name for t in call.tools] for call in model.calls],
+        _settings(state),
+        update_partials=partials,
     )
 
 
@@ -370,10 +519,14 @@ async def run_durable(scenario: Scenario, client: Client, tmp_path: Path) -> Out
                 tools=[t.name for t in _active_tools(scenario)],
                 messages=list(scenario.messages),
                 tool_execution=scenario.tool_execution,
+                thinking_level=scenario.thinking_level,
+                system_prompt=scenario.system_prompt,
             ),
             compaction=scenario.compaction,
         )
         events: list[dict[str, Any]] = []
+        partials: set[bool] = set()
+        durable_only: list[str] = []
         runs_ended = 0
         triggers = _Triggers(scenario.triggers)
 
@@ -383,6 +536,10 @@ async def run_durable(scenario: Scenario, client: Client, tmp_path: Path) -> Out
                 normalised = normalise_event(event, scenario.loose_content)
                 if normalised is not None:
                     events.append(normalised)
+                elif event.type in DURABLE_ONLY_EVENTS:
+                    durable_only.append(event.type)
+                if event.type == "message_update":
+                    partials.add(event.message is not None)
                 for action, arg in triggers.due(event):
                     if action == "abort":
                         await agent.abort()
@@ -406,20 +563,38 @@ async def run_durable(scenario: Scenario, client: Client, tmp_path: Path) -> Out
                     runs += 1
                     await until_runs_ended(runs)
                     await agent.wait_for_idle(timeout=30)
+                elif command == "reset":
+                    await agent.reset()
                 else:
                     await getattr(agent, command)(arg)
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
+        await agent.wait_for_idle(timeout=30)  # everything in the session file
         state = await agent.get_state()
-        session_file = next((tmp_path / "sessions").rglob("*.jsonl"))
+        session_file = h.session_path(agent.session_id)
         entries = [orjson.loads(line) for line in session_file.read_bytes().splitlines()]
-        return Outcome(
+        outcome = Outcome(
             events,
             normalise_messages(state.messages, scenario.loose_content),
             [[t.name for t in call.tools] for call in model.calls],
+            _settings(state),
             [e["active_tools"] for e in entries if e.get("type") == "active_tools_change"],
+            update_partials=partials,
+            durable_only=durable_only,
         )
+        if scenario.recover:
+            copy = tmp_path / "copy.jsonl"  # the file alone: nothing the workflow held
+            copy.write_bytes(session_file.read_bytes())
+            recovered = await h.agents.recover(copy, session_id=f"{agent.session_id}-recovered")
+            await recovered.wait_for_idle(timeout=30)
+            recovered_state = await recovered.get_state()
+            outcome.recovered = {
+                "messages": normalise_messages(recovered_state.messages, scenario.loose_content),
+                **_settings(recovered_state),
+            }
+            outcome.stats = [await agent.get_session_stats(), await recovered.get_session_stats()]
+        return outcome
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
@@ -431,8 +606,76 @@ async def test_durable_matches_in_process(
     assert durable.events == local.events
     assert durable.messages == local.messages
     assert durable.tools_seen == local.tools_seen
+    assert durable.settings == local.settings
+    # In-process a delta comes with the partial message; durably without (a subscriber rebuilds it).
+    assert local.update_partials <= {True} and durable.update_partials <= {False}
+    assert durable.durable_only == []  # nothing was retried
     if scenario.name == "added_tool_names":  # the session file alone rebuilds the active tools
         assert durable.active_tools_recorded == [["unlock"], ["unlock", "multiply"]]
+    if scenario.recover:  # ... and, after a reset, the messages and every setting
+        assert durable.recovered == {"messages": local.messages, **local.settings}
+        assert local.settings["thinking_level"] == ThinkingLevel.HIGH
+        assert local.settings["tools"] == ["add", "multiply"]
+        live, recovered = durable.stats
+        assert live == recovered and live.message_count == 6  # the file's: before the reset too
+    if scenario.name == "abort_mid_sequential_batch":  # the call after the aborted one never runs
+        codes = [m["details"]["error_code"] for m in local.messages if m["role"] == "toolResult"]
+        assert codes == ["EXECUTION_ABORTED", "EXECUTION_ABORTED"]
+    if scenario.name in ("prepare_arguments", "bad_arguments_to_a_pydantic_tool"):
+        codes = [(m["details"] or {}).get("error_code") for m in local.messages if m["role"] == "toolResult"]
+        assert codes == (
+            [None, "INVALID_PARAMETERS"] if scenario.name == "prepare_arguments" else ["INVALID_PARAMETERS"]
+        )
+    if scenario.name == "multi_chunk_streaming":
+        # Four blocks (text, tool-call JSON; thinking, text) in several deltas each, in both.
+        assert len(local.delta_runs) == len(durable.delta_runs) == 4
+        assert min(local.delta_runs) > 1 and min(durable.delta_runs) > 1, (
+            local.delta_runs,
+            durable.delta_runs,
+        )
+    if scenario.name == "multi_chunk_within_one_interval":
+        assert local.delta_runs == [6] and durable.delta_runs == [1]
+
+
+class FailingFirstCall(ScriptedModel):
+    """The scripted replies, after a first call that fails as an overloaded provider does (529,
+    retryable, before any token)."""
+
+    def _reply(self, call_index: int, context: LlmContext) -> Reply:
+        return super()._reply(call_index - 1, context)  # the replies begin with the second call
+
+    async def _stream(
+        self, model: Model, context: LlmContext, options: StreamOptions
+    ) -> AsyncIterator[StreamEvent]:
+        if self.calls:
+            async for event in super()._stream(model, context, options):
+                yield event
+            return
+        self.calls.append(context)
+        failed = AssistantMessage(
+            api=model.api, provider=model.provider, model=model.id, timestamp=time.time_ns() // 1_000_000
+        )
+        yield StreamStart(partial=failed)
+        failed = failed.model_copy(update={"stop_reason": "error", "error_message": "HTTP 529 overloaded"})
+        yield StreamError(
+            reason="error", error=failed, retryable=True, retry_after_seconds=0.1, status_code=529
+        )
+
+
+async def test_a_retryable_failure_is_retried_only_durably(temporal_client: Client, tmp_path: Path) -> None:
+    """Temporal owns retries: durably a call that fails retryably is retried, announced by
+    ``llm_retry``, and otherwise the run is the one that did not fail; in-process nothing retries
+    it and the turn ends with the error."""
+    replies: list[Reply | str] = [text("Hello there.")]
+    unfailing = await run_in_process(Scenario("retried", _model(replies)))
+    flaky = Scenario("retried", lambda: FailingFirstCall(list(replies)))
+    local = await run_in_process(flaky)
+    durable = await run_durable(flaky, temporal_client, tmp_path)
+    assert durable.durable_only == ["llm_retry"]
+    assert durable.events == unfailing.events and durable.messages == unfailing.messages
+    assert [m["role"] for m in local.messages] == ["user", "assistant"]
+    assert local.messages[-1]["stop_reason"] == "error"
+    assert local.messages[-1]["error_message"] == "HTTP 529 overloaded"
 
 
 async def test_listeners_get_the_runs_abort_signal_in_both_runtimes(
