@@ -22,6 +22,9 @@ from .errors import (
     ToolNotFoundError,
     ToolUnavailableError,
     ValidationError,
+    WakeupInPastError,
+    WakeupLimitError,
+    WakeupNotFoundError,
 )
 from .events import (
     AgentEndEvent,
@@ -37,6 +40,9 @@ from .events import (
     ToolExecutionUpdateEvent,
     TurnEndEvent,
     TurnStartEvent,
+    WakeupCancelledEvent,
+    WakeupFiredEvent,
+    WakeupScheduledEvent,
 )
 from .inprocess import InProcessRuntime
 from .loop import AgentContext, AgentLoopConfig, agent_loop, agent_loop_continue, stream_assistant_response
@@ -58,6 +64,7 @@ from .runtime import AbortSignal, LlmContext, Runtime, StreamFn, StreamOptions
 from .state import AgentOptions, AgentState
 from .subagents import subagent_tool
 from .tools import AgentTool, AgentToolResult, ToolSpec
+from .wakeups import Wakeup, wakeup_tool
 
 __all__ = [
     "AGENT_BUSY",
@@ -121,8 +128,16 @@ __all__ = [
     "UsageCost",
     "UserMessage",
     "ValidationError",
+    "Wakeup",
+    "WakeupCancelledEvent",
+    "WakeupFiredEvent",
+    "WakeupInPastError",
+    "WakeupLimitError",
+    "WakeupNotFoundError",
+    "WakeupScheduledEvent",
     "agent_loop",
     "agent_loop_continue",
     "stream_assistant_response",
     "subagent_tool",
+    "wakeup_tool",
 ]

@@ -12,11 +12,20 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .compaction import CompactionSettings, compact_messages
-from .errors import AgentBusyError, InvalidMessageRoleError, RateLimitError, ValidationError
+from .errors import (
+    AgentBusyError,
+    InvalidMessageRoleError,
+    RateLimitError,
+    ValidationError,
+    WakeupLimitError,
+    WakeupNotFoundError,
+)
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -27,6 +36,8 @@ from .events import (
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     TurnEndEvent,
+    WakeupCancelledEvent,
+    WakeupFiredEvent,
 )
 from .inprocess import InProcessRuntime
 from .loop import (
@@ -37,12 +48,32 @@ from .loop import (
     failed_message,
     skipping_first_poll,
 )
-from .messages import AssistantMessage, ImageContent, Message, TextContent, UserMessage, parse_message
+from .messages import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ToolCall,
+    UserMessage,
+    parse_message,
+)
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .protocol import ConversationLimits, within_last_minute
-from .runtime import AbortSignal, StreamFn
-from .state import AgentOptions, AgentState
-from .tools import AgentTool, ToolSpec
+from .runtime import AbortSignal, StreamFn, ToolUpdate
+from .state import AgentOptions, AgentState, GetApiKey
+from .tools import AgentTool, AgentToolResult, ToolSpec
+from .wakeups import (
+    Cancelled,
+    Wakeup,
+    WakeupId,
+    check_note,
+    due_time,
+    is_wakeup_tool,
+    lateness,
+    plan_tool_wakeup,
+    scheduled_event,
+    wakeup_message,
+)
 
 __all__ = ["Agent", "Listener"]
 
@@ -100,6 +131,12 @@ class Agent:
         self._signal: AbortSignal | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        # Wake-ups: asyncio timers, gone with the process (the durable runtime's are workflow timers).
+        self._wakeups: dict[str, Wakeup] = {}
+        self._wakeup_timers: dict[str, asyncio.Task[None]] = {}
+        # Wake-ups the model's ``wakeup_tool`` calls scheduled, announced after the call's end event.
+        self._tool_wakeups: dict[str, Wakeup] = {}
+        self._notifying: asyncio.Task[None] | None = None
 
     # -------------------------------------------------------------------------------- state
 
@@ -110,6 +147,7 @@ class Agent:
                 "tools": list(self._state.tools),
                 "messages": list(self._state.messages),
                 "pending_tool_calls": set(self._state.pending_tool_calls),
+                "wakeups": sorted(self._wakeups.values(), key=lambda wakeup: wakeup.due_at),
             }
         )
 
@@ -243,6 +281,108 @@ class Agent:
         self._state.pending_tool_calls = set()
         self._state.error_message = None
         self.clear_all_queues()
+        for wakeup_id in list(self._wakeups):
+            self._cancel_wakeup(wakeup_id, "reset")
+
+    # ----------------------------------------------------------------------------- wake-ups
+
+    def schedule_wakeup(
+        self, note: str, *, at: datetime | None = None, after: timedelta | None = None
+    ) -> WakeupId:
+        """Run again at ``at`` (a datetime; naive means local time) or ``after`` a while, with a user
+        message carrying ``note``; taken as a follow-up if a run is going then. Returns its id
+        (awaitable too, like the durable runtime's). Refuses a time not in the future
+        (``WakeupInPastError``) and more than ``limits.max_pending_wakeups`` pending.
+
+        In-process a wake-up is an asyncio timer: it needs the event loop running and is lost with
+        the process. A durable conversation's survives restarts."""
+        now = datetime.now(UTC)
+        due = due_time(now, at, after)
+        check_note(note)
+        if len(self._wakeups) >= self.limits.max_pending_wakeups:
+            raise WakeupLimitError(
+                f"{len(self._wakeups)} wake-ups are pending; the limit is {self.limits.max_pending_wakeups}"
+            )
+        wakeup = Wakeup(id=uuid.uuid4().hex, note=note, due_at=due, scheduled_at=now)
+        self._hold_wakeup(wakeup)
+        self._notify(scheduled_event(wakeup))
+        return WakeupId(wakeup.id)
+
+    def cancel_wakeup(self, wakeup_id: str) -> Cancelled:
+        """Cancel a pending wake-up; ``WakeupNotFoundError`` if none has that id (awaitable, like the
+        durable runtime's)."""
+        if wakeup_id not in self._wakeups:
+            raise WakeupNotFoundError(f"no pending wake-up with id {wakeup_id!r}")
+        self._cancel_wakeup(wakeup_id, "cancelled")
+        return Cancelled()
+
+    def _hold_wakeup(self, wakeup: Wakeup) -> None:
+        self._wakeups[wakeup.id] = wakeup
+        self._wakeup_timers[wakeup.id] = asyncio.get_running_loop().create_task(
+            self._wake_at(wakeup), name=f"wake-up {wakeup.id}"
+        )
+
+    def _cancel_wakeup(self, wakeup_id: str, reason: str) -> None:
+        wakeup = self._wakeups.pop(wakeup_id)
+        self._wakeup_timers.pop(wakeup_id).cancel()
+        self._notify(
+            WakeupCancelledEvent(id=wakeup.id, note=wakeup.note, due_at=wakeup.due_at, reason=reason)
+        )
+
+    async def _wake_at(self, wakeup: Wakeup) -> None:
+        await asyncio.sleep(max(0.0, (wakeup.due_at - datetime.now(UTC)).total_seconds()))
+        del self._wakeups[wakeup.id], self._wakeup_timers[wakeup.id]
+        fired_at = datetime.now(UTC)
+        message = wakeup_message(wakeup, fired_at)
+        fired = WakeupFiredEvent(
+            id=wakeup.id, note=wakeup.note, due_at=wakeup.due_at, late_seconds=lateness(wakeup, fired_at)
+        )
+        if self._state.is_streaming:
+            # As the durable runtime does: the event, then the message queued for this run.
+            self._notify(fired)
+            self._follow_up_queue.append(message)
+            self._count_messages(1)
+            return
+        if self._notifying is not None:
+            await asyncio.gather(self._notifying, return_exceptions=True)
+        await self._dispatch(fired)
+        if self._state.is_streaming:  # a prompt came while the listeners ran
+            self._follow_up_queue.append(message)
+        else:
+            await self._run([message])
+        self._count_messages(1)
+
+    def _wakeup_tool_call(self, tool: AgentTool | ToolSpec, call: ToolCall) -> AgentToolResult:
+        wakeup, result = plan_tool_wakeup(
+            tool,
+            call,
+            now=datetime.now(UTC),
+            new_id=uuid.uuid4().hex,
+            pending=len(self._wakeups),
+            max_pending=self.limits.max_pending_wakeups,
+        )
+        if wakeup is not None:
+            self._hold_wakeup(wakeup)
+            self._tool_wakeups[call.id] = wakeup
+        return result
+
+    def _notify(self, event: AgentEvent) -> None:
+        """Hand an event that happened outside the run's loop to the listeners, after the ones before
+        it (a plain call cannot await them)."""
+        previous = self._notifying
+
+        async def deliver() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            await self._dispatch(event)
+
+        self._notifying = asyncio.get_running_loop().create_task(deliver())
+
+    async def _dispatch(self, event: AgentEvent) -> None:
+        try:
+            await self._process(event, self._signal or AbortSignal())
+        except Exception:  # outside a run there is no run to fail
+            logger.exception("listener failed on %s", event.type)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event, signal)`` for every event (sync or async; awaited in order).
@@ -289,7 +429,7 @@ class Agent:
             get_api_key=options.get_api_key,
             max_tokens=options.max_tokens,
             temperature=options.temperature,
-            runtime=InProcessRuntime(self.stream_fn, options.get_api_key),
+            runtime=_AgentRuntime(self.stream_fn, options.get_api_key, self),
             max_concurrent_tools=self.limits.max_concurrent_tools,
             compact_context=self._compact_context,
             activate_tools=self._activate_tools,
@@ -368,6 +508,8 @@ class Agent:
             result = listener(event, signal)
             if inspect.isawaitable(result):
                 await result
+        if isinstance(event, ToolExecutionEndEvent) and event.tool_call_id in self._tool_wakeups:
+            await self._process(scheduled_event(self._tool_wakeups.pop(event.tool_call_id)), signal)
 
     def _reduce(self, event: AgentEvent) -> None:
         state = self._state
@@ -420,6 +562,22 @@ class Agent:
         if not messages:
             raise ValidationError("prompt: at least one message is required")
         return messages
+
+
+class _AgentRuntime(InProcessRuntime):
+    """The in-process runtime of an ``Agent``'s runs: a ``wakeup_tool`` call is the agent's to carry
+    out (as the workflow does durably); every other call runs its tool."""
+
+    def __init__(self, stream_fn: StreamFn | None, get_api_key: GetApiKey | None, agent: Agent) -> None:
+        super().__init__(stream_fn, get_api_key)
+        self._agent = agent
+
+    async def run_tool(
+        self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
+    ) -> AgentToolResult:
+        if is_wakeup_tool(tool):
+            return self._agent._wakeup_tool_call(tool, call)
+        return await super().run_tool(tool, call, signal, on_update)
 
 
 def _as_user_message(value: dict[str, Any]) -> UserMessage:

@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +88,15 @@ from .temporal.connect import ConnectionSettings, ensure_data_converter, search_
 from .temporal.payloads import PAYLOADS_SUBDIR
 from .tools import AgentTool, ToolSpec
 from .transcript import newest_within
+from .wakeups import (
+    CancelWakeupRequest,
+    ScheduleWakeupRequest,
+    Wakeup,
+    aware,
+    check_note,
+    due_time,
+    pending_wakeups,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -354,6 +363,7 @@ class AgentClient:
             context = storage.build_context()
             stats = storage.get_session_stats()
             leaf_id = storage.get_leaf_id()
+            wakeups = pending_wakeups(storage.find_entries("custom"))
         # Everything is checked before the file is copied: a refused recovery writes nothing, and a
         # header id such as "../../x" can never place the copy outside the sessions directory.
         session_id = check_session_id(session_id or header.id)
@@ -399,6 +409,7 @@ class AgentClient:
             session_metadata=dict(header.metadata),
             stats=stats,
             import_session_from=None if self.sessions_dir is not None else str(path.resolve()),
+            wakeups=wakeups,
         )
         agent = await self._start(inp)
         if inp.import_session_from is not None:
@@ -657,6 +668,33 @@ class DurableAgent:
         # The cancelled update call ends with the SDK's own error: the caller asked for a timeout.
         await asyncio.gather(task, return_exceptions=True)
         raise TimeoutError(f"{self.session_id!r} was not idle after {timeout} s")
+
+    async def schedule_wakeup(
+        self, note: str, *, at: datetime | None = None, after: timedelta | None = None
+    ) -> str:
+        """Run the conversation again at ``at`` (a datetime; naive means local time) or ``after`` a
+        while, with a user message carrying ``note`` (a follow-up if a run is going then). Returns
+        the wake-up's id. A workflow timer: it survives worker restarts and continue-as-new, and one
+        that came due while no worker ran fires (once) when one is back. Refused: a time not in the
+        future (``WakeupInPastError``), more than ``limits.max_pending_wakeups`` pending."""
+        due_time(datetime.now(UTC), at, after)  # refused here first: no round trip for a bad call
+        request_id = _new_id()
+        request = ScheduleWakeupRequest(
+            id=request_id,
+            note=check_note(note),
+            due_at=aware(at) if at is not None else None,
+            # Relative to the workflow's clock, not this process's.
+            delay_seconds=after.total_seconds() if after is not None else None,
+        )
+        wakeup = await self._update("schedule_wakeup", request, request_id, Wakeup)
+        return wakeup.id
+
+    async def cancel_wakeup(self, wakeup_id: str) -> None:
+        """Cancel a pending wake-up; ``WakeupNotFoundError`` if none has that id."""
+        request_id = _new_id()
+        await self._update(
+            "cancel_wakeup", CancelWakeupRequest(id=request_id, wakeup_id=wakeup_id), request_id
+        )
 
     # ------------------------------------------------------------------------------- queries
 

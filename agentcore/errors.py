@@ -14,6 +14,9 @@ with ``is_error=True``. Only misuse raises::
     ├── ValidationError             VALIDATION_ERROR: a value breaks a SPEC-8 rule (names the field)
     ├── RateLimitError              RATE_LIMITED: over a SPEC-9 limit; nothing was accepted
     ├── CompactionError             COMPACTION_FAILED: the summary model call failed, was aborted or empty
+    ├── WakeupInPastError           WAKEUP_IN_PAST: a wake-up asked for a time that is not in the future
+    ├── WakeupNotFoundError         WAKEUP_NOT_FOUND: no pending wake-up has that id
+    ├── WakeupLimitError            WAKEUP_LIMIT: too many wake-ups pending (``max_pending_wakeups``)
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -53,6 +56,9 @@ VALIDATION_ERROR = "VALIDATION_ERROR"
 RATE_LIMITED = "RATE_LIMITED"
 OUTCOME_UNKNOWN = "OUTCOME_UNKNOWN"
 COMPACTION_FAILED = "COMPACTION_FAILED"
+WAKEUP_IN_PAST = "WAKEUP_IN_PAST"
+WAKEUP_NOT_FOUND = "WAKEUP_NOT_FOUND"
+WAKEUP_LIMIT = "WAKEUP_LIMIT"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -154,6 +160,18 @@ class CompactionError(AgentError):
         self.context_overflow = context_overflow
 
 
+class WakeupInPastError(AgentError):
+    code = WAKEUP_IN_PAST
+
+
+class WakeupNotFoundError(AgentError):
+    code = WAKEUP_NOT_FOUND
+
+
+class WakeupLimitError(AgentError):
+    code = WAKEUP_LIMIT
+
+
 class SessionError(AgentError):
     code = SESSION_ERROR
 
@@ -235,6 +253,9 @@ _BY_CODE: dict[str, type[AgentError]] = {
         ValidationError,
         RateLimitError,
         CompactionError,
+        WakeupInPastError,
+        WakeupNotFoundError,
+        WakeupLimitError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

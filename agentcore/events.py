@@ -7,11 +7,13 @@ Provider stream events follow pi-ai: ``start``, ``text_start|delta|end``, ``thin
 Agent events are SPEC-5.1's eight plus ``message_update`` (a streaming delta) and
 ``tool_execution_update`` (``on_update`` progress) and ``llm_retry`` (a retried model call: a UI
 drops the failed attempt's partial text), and ``compaction_start``/``compaction_end`` around an
-automatic or manual compaction (``agentcore.compaction``).
+automatic or manual compaction (``agentcore.compaction``), and ``wakeup_scheduled`` /
+``wakeup_fired`` / ``wakeup_cancelled`` for wake-ups (``agentcore.wakeups``).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, TypeAdapter
@@ -216,6 +218,39 @@ class CompactionEndEvent(WireModel):
     will_retry: bool = False
 
 
+class WakeupScheduledEvent(WireModel):
+    """A wake-up was scheduled (``schedule_wakeup``, or the model's ``wakeup_tool`` call, after its
+    ``tool_execution_end``). ``source`` says who asked: ``user`` or ``tool``."""
+
+    type: Literal["wakeup_scheduled"] = "wakeup_scheduled"
+    id: str
+    note: str
+    due_at: datetime
+    source: Literal["user", "tool"] = "user"
+
+
+class WakeupFiredEvent(WireModel):
+    """A wake-up came due: the conversation runs with a user message carrying ``note`` (or takes it
+    as a follow-up when a run is going). ``late_seconds``: how long after ``due_at`` it fired."""
+
+    type: Literal["wakeup_fired"] = "wakeup_fired"
+    id: str
+    note: str
+    due_at: datetime
+    late_seconds: float = 0.0
+
+
+class WakeupCancelledEvent(WireModel):
+    """A pending wake-up was cancelled (``cancel_wakeup``; ``reason`` "reset" when the conversation
+    was reset)."""
+
+    type: Literal["wakeup_cancelled"] = "wakeup_cancelled"
+    id: str
+    note: str
+    due_at: datetime
+    reason: str = "cancelled"
+
+
 AgentEvent = Annotated[
     AgentStartEvent
     | AgentEndEvent
@@ -229,7 +264,10 @@ AgentEvent = Annotated[
     | ToolExecutionEndEvent
     | LlmRetryEvent
     | CompactionStartEvent
-    | CompactionEndEvent,
+    | CompactionEndEvent
+    | WakeupScheduledEvent
+    | WakeupFiredEvent
+    | WakeupCancelledEvent,
     Field(discriminator="type"),
 ]
 AGENT_EVENT_ADAPTER: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)

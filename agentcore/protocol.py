@@ -22,6 +22,7 @@ from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
 from .tools import ToolSpec
+from .wakeups import Wakeup
 
 WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
 EVENTS_TOPIC = "events"
@@ -36,6 +37,8 @@ UPDATE_SET_TOOLS = "set_tools"
 UPDATE_SET_SYSTEM_PROMPT = "set_system_prompt"
 UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
 UPDATE_CLEAR_QUEUES = "clear_queues"
+UPDATE_SCHEDULE_WAKEUP = "schedule_wakeup"
+UPDATE_CANCEL_WAKEUP = "cancel_wakeup"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
@@ -81,6 +84,9 @@ class ConversationLimits(WireModel):
     # interval, 80 ms) runs as a local activity first; one still running after that interval is
     # handed to a remote activity that streams it. False runs every call remotely.
     local_model_calls: bool = True
+    # Wake-ups pending at once (``schedule_wakeup``, ``wakeup_tool``): bounds the state carried
+    # across continue-as-new, and what a model can pile up.
+    max_pending_wakeups: int = 50
 
     def refusal(
         self, message_count: int, recent_times: Sequence[int], now_ms: int, incoming: int
@@ -184,6 +190,8 @@ class ConversationInput(WireModel):
     import_session_from: str | None = None
     # Set when this conversation is a sub-agent's run: it ends with the run, returning its result.
     subagent: SubagentRun | None = None
+    # Pending wake-ups, soonest first: each is a workflow timer again in the next run.
+    wakeups: list[Wakeup] = Field(default_factory=list)
 
 
 class PromptRequest(WireModel):
@@ -280,6 +288,7 @@ class DurableState(WireModel):
     follow_up_queue_length: int = 0
     event_offset: int = 0
     leaf_id: str | None = None
+    wakeups: list[Wakeup] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------ activity inputs

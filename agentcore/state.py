@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .messages import AssistantMessage, Message
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .tools import AgentTool, ToolSpec
+from .wakeups import Wakeup
 
 TransformContext = Callable[[list[Message], Any], "list[Message] | Awaitable[list[Message]]"]
 ConvertToLlm = Callable[[list[Message]], "list[Message] | Awaitable[list[Message]]"]
@@ -32,6 +33,8 @@ class AgentState(BaseModel):
     streaming_message: AssistantMessage | None = None
     pending_tool_calls: set[str] = Field(default_factory=set)
     error_message: str | None = None
+    # Pending wake-ups, soonest first (``schedule_wakeup``, ``wakeup_tool``).
+    wakeups: list[Wakeup] = Field(default_factory=list)
 
 
 class AgentOptions(BaseModel):

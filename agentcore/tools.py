@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -82,6 +82,9 @@ class _ToolFields(BaseModel):
     retry_safe: bool = True
     # Set for a sub-agent tool: a durable conversation runs it as a child workflow, not an activity.
     subagent: SubagentSpec | None = None
+    # A tool the conversation carries out itself instead of calling ``execute`` (durably: in the
+    # workflow, no activity): "wakeup" (``agentcore.wakeups.wakeup_tool``).
+    runtime_tool: Literal["wakeup"] | None = None
 
     @field_validator("name")
     @classmethod
@@ -157,6 +160,7 @@ class AgentTool(_ToolFields):
             timeout_seconds=self.timeout_seconds,
             retry_safe=self.retry_safe,
             subagent=self.subagent,
+            runtime_tool=self.runtime_tool,
             schema_checks_arguments=self.prepare_arguments is None
             and (self.parameters is None or isinstance(self.parameters, bool | dict)),
         )

@@ -115,6 +115,7 @@ class CommandHandlers(ConversationState):
             self.follow_up.clear()
             self.error_message = None
             # Stats keep counting: they are the session file's, which keeps every entry (SessionStats).
+            self._cancel_all_wakeups("reset")
             self._set_details()
         return Accepted(id=request.id, message_count=0)
 
@@ -264,6 +265,7 @@ class CommandHandlers(ConversationState):
             follow_up_queue_length=len(self.follow_up),
             event_offset=self._event_offset,
             leaf_id=self.transcript.leaf_id,
+            wakeups=list(self.wakeups),
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:

@@ -66,6 +66,7 @@ from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .state import _failure
 from .subagents import ParentProgress, serve_as_subagent
 from .tree import TreeHandlers
+from .wakeups import WakeupHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
@@ -75,7 +76,7 @@ FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(CommandHandlers, TreeHandlers):
+class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers):
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
@@ -137,6 +138,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
         self.subagent_outcome: AgentToolResult | None = None
         self.subagents_waiting: dict[str, str] = {}
         self.parent_abort_reason: str | None = None
+        self._init_wakeups()
 
     @workflow.run
     async def run(
@@ -162,6 +164,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 self.error_message = (
                     f"{errors.TOOL_NOT_FOUND}: no worker registers the tool(s): {', '.join(unknown)}"
                 )
+        self._start_wakeups(inp.wakeups)
         self.initialized = True
         self._set_details()
         # Held here: the event loop keeps only a weak reference to a task.
@@ -267,6 +270,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
                 self._publish(event)
                 if self.progress is not None:
                     self.progress.forward(event)
+                if event.type == "tool_execution_end" and self._tool_wakeups:
+                    self._announce_tool_wakeup(event.tool_call_id)
         finally:
             self.running = False
             self.abort_signal = None
@@ -455,5 +460,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers):
             stats=self.stats,
             pending_run=self.pending_run,
             last_model_call_quick=self.runtime.last_call_quick,
+            wakeups=self.wakeups,
         )
         workflow.continue_as_new(args=[carry, stream_state])

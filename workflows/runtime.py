@@ -55,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
     from agentcore.tool_exec import aborted_result, check_arguments_by_schema, error_result
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
+    from agentcore.wakeups import is_wakeup_tool
 
 from . import policies
 from .state import new_id, now_ms
@@ -259,6 +260,9 @@ class TemporalRuntime:
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
+        if is_wakeup_tool(spec):
+            # Carried out by the workflow itself: a timer, no activity (``wakeups.py``).
+            return self.conversation._wakeup_tool_call(spec, call)
         # Bad arguments are refused here, at once, as in-process: no activity for a call that
         # cannot run, and its end event comes before the batch's other calls end.
         refused = check_arguments_by_schema(spec, call)

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         CompactionStartEvent,
         MessageUpdateEvent,
     )
-    from agentcore.messages import AssistantMessage, Message
+    from agentcore.messages import AssistantMessage, Message, ToolCall
     from agentcore.model import QueueMode
     from agentcore.protocol import (
         ROLLING_OVER,
@@ -58,8 +58,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.session.stats import SessionStats
     from agentcore.temporal.connect import search_attribute_keys
-    from agentcore.tools import ToolSpec
+    from agentcore.tools import AgentToolResult, ToolSpec
     from agentcore.transcript import Transcript, newest_within
+    from agentcore.wakeups import Wakeup
 
 from . import policies
 
@@ -147,6 +148,8 @@ class ConversationState:
     # The sub-agents (child workflows) this conversation's run waits for: child id -> what the
     # workflow's current details say of the wait.
     subagents_waiting: dict[str, str]
+    # Pending wake-ups, soonest first (``wakeups.py``).
+    wakeups: list[Wakeup]
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
@@ -165,6 +168,13 @@ class ConversationState:
     _event_offset: int
     _log_sizes: deque[int]
     _log_bytes: int
+
+    # Wake-ups (``WakeupHandlers`` in ``wakeups.py`` implements these).
+    def _cancel_all_wakeups(self, reason: str) -> None:
+        raise NotImplementedError
+
+    def _wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
+        raise NotImplementedError
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:
         """Put a loop event into the stream, where subscribers' polls see it.
@@ -379,4 +389,8 @@ class ConversationState:
         if self.steering or self.follow_up:
             lines.append(f"queued: {len(self.steering)} steering, {len(self.follow_up)} follow-up")
         lines.extend(self.subagents_waiting.values())
+        if self.wakeups:
+            lines.append(
+                f"next wake-up {self.wakeups[0].due_at:%Y-%m-%d %H:%M:%S} UTC · {len(self.wakeups)} pending"
+            )
         workflow.set_current_details("\n\n".join(lines))
