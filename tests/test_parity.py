@@ -18,9 +18,11 @@ listed once, in ``agentcore.events.DURABLE_ONLY_EVENTS``.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,15 @@ import orjson
 import pytest
 from temporalio.client import Client
 
-from agentcore import Agent, AgentOptions, AgentTool, AgentToolResult, ToolExecutionMode, subagent_tool
+from agentcore import (
+    Agent,
+    AgentOptions,
+    AgentTool,
+    AgentToolResult,
+    ToolExecutionMode,
+    subagent_tool,
+    wakeup_tool,
+)
 from agentcore.compaction import CompactionSettings
 from agentcore.events import DURABLE_ONLY_EVENTS, AgentEvent, StreamError, StreamEvent, StreamStart
 from agentcore.messages import AssistantMessage, Message, TextContent, UserMessage
@@ -720,3 +730,78 @@ async def test_listeners_get_the_runs_abort_signal_in_both_runtimes(
     assert seen_durable == seen_in_process
     assert ("agent_end", True, "aborted") in seen_in_process
     assert seen_in_process[-1] == ("agent_end", False, None)
+
+
+# ------------------------------------------------------------------------------------------ wake-ups
+
+_WAKEUP_TIMES = [
+    (re.compile(r"[0-9a-f]{32}"), "<id>"),
+    (re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?(\+00:00|Z| UTC)?"), "<time>"),
+    (re.compile(r"\((due <time>)[^)]*\)"), "(due <time>, <lateness>)"),
+    (re.compile(r'"late_seconds":[0-9.e-]+'), '"late_seconds":0'),
+]
+
+
+def _scrub_wakeup_event(event: dict[str, Any]) -> dict[str, Any]:
+    """Wake-up ids and times are each runtime's own (and how late a timer fires is timing)."""
+    text = orjson.dumps(event).decode()
+    for pattern, marker in _WAKEUP_TIMES:
+        text = pattern.sub(marker, text)
+    scrubbed: dict[str, Any] = orjson.loads(text)
+    return scrubbed
+
+
+def _wakeup_replies() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            tool_calls([("schedule_wakeup", {"note": "look at the deploy", "delay_seconds": 2})]),
+            text("I will check back."),
+            text("Deploy looked at."),
+        ]
+    )
+
+
+async def test_wakeup_events_match_in_both_runtimes(temporal_client: Client, tmp_path: Path) -> None:
+    """The model schedules a wake-up with ``wakeup_tool``; the application schedules one and cancels
+    it; the model's fires and runs the conversation: the same events, in the same order, in both."""
+    tool = wakeup_tool(min_delay=timedelta(seconds=0.5))
+
+    local: list[dict[str, Any]] = []
+    agent = Agent(model=scripted_model(), tools=[tool], stream_fn=_wakeup_replies())
+    agent.subscribe(
+        lambda event, signal: local.append(_scrub_wakeup_event(normalise_event(event, False) or {}))
+    )
+    await agent.prompt("Deploy, then check on it.")
+    cancelled = agent.schedule_wakeup("never mind", after=timedelta(hours=1))
+    agent.cancel_wakeup(cancelled)
+    deadline = time.monotonic() + 30
+    while sum(1 for e in local if e.get("type") == "agent_end") < 2:
+        assert time.monotonic() < deadline, "the wake-up did not run the conversation within 30 s"
+        await asyncio.sleep(0.02)
+    await agent.wait_for_idle()
+
+    durable: list[dict[str, Any]] = []
+    async with running_worker(temporal_client, tmp_path, _wakeup_replies(), tools=[tool]) as h:
+        remote = await h.agents.start(
+            "parity-wakeups", AgentOptions(model=scripted_model(), tools=["schedule_wakeup"])
+        )
+        await remote.prompt("Deploy, then check on it.")
+        runs = 0
+        async for _, event in remote.events(0):
+            normalised = normalise_event(event, False)
+            if normalised is not None:
+                durable.append(_scrub_wakeup_event(normalised))
+            if event.type == "agent_end":
+                runs += 1
+                if runs == 1:
+                    await remote.cancel_wakeup(
+                        await remote.schedule_wakeup("never mind", after=timedelta(hours=1))
+                    )
+                else:
+                    break
+
+    assert [e["type"] for e in durable] == [e["type"] for e in local]
+    assert durable == local
+    types = [e["type"] for e in local]
+    assert types.count("wakeup_scheduled") == 2 and types.count("wakeup_cancelled") == 1
+    assert types.index("wakeup_fired") == types.index("agent_start", types.index("wakeup_cancelled")) - 1

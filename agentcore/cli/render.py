@@ -119,6 +119,9 @@ def format_state(state: DurableState, stats: SessionStats | None = None) -> str:
         rows.append(("running", ", ".join(state.pending_tool_calls)))
     if state.error_message:
         rows.append(("error", state.error_message))
+    for wakeup in state.wakeups:
+        due = wakeup.due_at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+        rows.append(("wake-up", f"{due}  {wakeup.id}  {_first_line(wakeup.note, 60)}"))
     if state.messages:
         last = state.messages[-1]
         rows.append(("last", f"{last.role}: {_first_line(last.text or '', 80)}"))
