@@ -80,6 +80,15 @@ from .protocol import (
     SetToolsRequest,
 )
 from .runtime import AbortSignal
+from .schedules import (
+    UPDATE_ADD_SCHEDULE,
+    UPDATE_DELETE_SCHEDULE,
+    AddScheduleRequest,
+    DeleteScheduleRequest,
+    RecurringMessage,
+    check_schedule,
+    parse_every,
+)
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
 from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
 from .session.branching import copy_session, fork_session
@@ -695,6 +704,34 @@ class DurableAgent:
         await self._update(
             "cancel_wakeup", CancelWakeupRequest(id=request_id, wakeup_id=wakeup_id), request_id
         )
+
+    async def schedule(
+        self, text: str, *, every: timedelta | str | None = None, cron: str | None = None
+    ) -> RecurringMessage:
+        """Send ``text`` to this conversation ``every`` interval (a timedelta, or ``"1h"``, ``"15m"``)
+        or on a ``cron`` expression, through a Temporal Schedule the conversation makes (visible and
+        pausable in the Web UI; overlapping runs skipped, a missed one caught up within a minute). Each
+        message runs the conversation as a fired wake-up does. ``reset`` deletes the conversation's
+        schedules; a schedule whose conversation is gone deletes itself when it next fires."""
+        interval = parse_every(every) if isinstance(every, str) else every
+        request = AddScheduleRequest(
+            id=f"{self.session_id}.schedule.{_new_id()[:8]}",
+            text=text,
+            every_seconds=interval.total_seconds() if interval is not None else None,
+            cron=cron,
+        )
+        check_schedule(request)
+        return await self._update(UPDATE_ADD_SCHEDULE, request, request.id, RecurringMessage)
+
+    async def list_schedules(self) -> list[RecurringMessage]:
+        """This conversation's schedules (``describe`` their Temporal Schedule for the next times)."""
+        return (await self.get_state()).schedules
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Delete one of this conversation's schedules; ``ScheduleNotFoundError`` if it has no such one."""
+        request_id = _new_id()
+        request = DeleteScheduleRequest(id=request_id, schedule_id=schedule_id)
+        await self._update(UPDATE_DELETE_SCHEDULE, request, request_id)
 
     # ------------------------------------------------------------------------------- queries
 

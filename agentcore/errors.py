@@ -17,6 +17,7 @@ with ``is_error=True``. Only misuse raises::
     ├── WakeupInPastError           WAKEUP_IN_PAST: a wake-up asked for a time that is not in the future
     ├── WakeupNotFoundError         WAKEUP_NOT_FOUND: no pending wake-up has that id
     ├── WakeupLimitError            WAKEUP_LIMIT: too many wake-ups pending (``max_pending_wakeups``)
+    ├── ScheduleNotFoundError       SCHEDULE_NOT_FOUND: the conversation has no schedule with that id
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -59,6 +60,7 @@ COMPACTION_FAILED = "COMPACTION_FAILED"
 WAKEUP_IN_PAST = "WAKEUP_IN_PAST"
 WAKEUP_NOT_FOUND = "WAKEUP_NOT_FOUND"
 WAKEUP_LIMIT = "WAKEUP_LIMIT"
+SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -172,6 +174,10 @@ class WakeupLimitError(AgentError):
     code = WAKEUP_LIMIT
 
 
+class ScheduleNotFoundError(AgentError):
+    code = SCHEDULE_NOT_FOUND
+
+
 class SessionError(AgentError):
     code = SESSION_ERROR
 
@@ -256,6 +262,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         WakeupInPastError,
         WakeupNotFoundError,
         WakeupLimitError,
+        ScheduleNotFoundError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

@@ -226,7 +226,7 @@ class WakeupScheduledEvent(WireModel):
     id: str
     note: str
     due_at: datetime
-    source: Literal["user", "tool"] = "user"
+    source: Literal["user", "tool", "schedule"] = "user"
 
 
 class WakeupFiredEvent(WireModel):

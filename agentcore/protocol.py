@@ -19,6 +19,7 @@ from .compaction import CompactionSettings
 from .events import CompactionReason
 from .messages import AssistantMessage, Message, UserMessage, WireModel
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
+from .schedules import RecurringMessage
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
 from .tools import ToolSpec
@@ -192,6 +193,8 @@ class ConversationInput(WireModel):
     subagent: SubagentRun | None = None
     # Pending wake-ups, soonest first: each is a workflow timer again in the next run.
     wakeups: list[Wakeup] = Field(default_factory=list)
+    # Recurring messages (Temporal Schedules this conversation made; ``agentcore.schedules``).
+    schedules: list[RecurringMessage] = Field(default_factory=list)
 
 
 class PromptRequest(WireModel):
@@ -289,6 +292,7 @@ class DurableState(WireModel):
     event_offset: int = 0
     leaf_id: str | None = None
     wakeups: list[Wakeup] = Field(default_factory=list)
+    schedules: list[RecurringMessage] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------ activity inputs

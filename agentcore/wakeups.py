@@ -46,7 +46,7 @@ WAKEUP_FIRED = "wakeup_fired"
 WAKEUP_CANCELLED = "wakeup_cancelled"
 MAX_NOTE_CHARS = 4_000
 
-WakeupSource = Literal["user", "tool"]
+WakeupSource = Literal["user", "tool", "schedule"]
 _T = TypeVar("_T")
 
 
@@ -58,7 +58,8 @@ class Wakeup(WireModel):
     note: str
     due_at: datetime
     scheduled_at: datetime | None = None
-    # Who asked: the application (``schedule_wakeup``) or the model (``wakeup_tool``).
+    # Who asked: the application (``schedule_wakeup``), the model (``wakeup_tool``), or a recurring
+    # schedule (``agentcore.schedules``; then ``id`` is the schedule's).
     source: WakeupSource = "user"
     tool_call_id: str | None = None
 
@@ -130,7 +131,8 @@ def wakeup_message(wakeup: Wakeup, fired_at: datetime) -> UserMessage:
     late = lateness(wakeup, fired_at)
     due = wakeup.due_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     timing = f"due {due}, " + (f"fired {describe_delay(late)} late" if late >= 1 else "on time")
-    text = f"[wake-up] {wakeup.note}\n({timing})"
+    label = "scheduled message" if wakeup.source == "schedule" else "wake-up"
+    text = f"[{label}] {wakeup.note}\n({timing})"
     return UserMessage(content=[TextContent(text=text)], timestamp=int(fired_at.timestamp() * 1000))
 
 

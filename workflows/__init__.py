@@ -3,5 +3,6 @@
 from __future__ import annotations
 
 from .conversation import ConversationWorkflow
+from .schedules import ScheduledMessageWorkflow
 
-__all__ = ["ConversationWorkflow"]
+__all__ = ["ConversationWorkflow", "ScheduledMessageWorkflow"]

@@ -116,6 +116,7 @@ class CommandHandlers(ConversationState):
             self.error_message = None
             # Stats keep counting: they are the session file's, which keeps every entry (SessionStats).
             self._cancel_all_wakeups("reset")
+            await self._delete_all_schedules()
             self._set_details()
         return Accepted(id=request.id, message_count=0)
 
@@ -266,6 +267,7 @@ class CommandHandlers(ConversationState):
             event_offset=self._event_offset,
             leaf_id=self.transcript.leaf_id,
             wakeups=list(self.wakeups),
+            schedules=list(self.schedules),
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:

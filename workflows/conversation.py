@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
+from .schedules import ScheduleHandlers
 from .state import _failure
 from .subagents import ParentProgress, serve_as_subagent
 from .tree import TreeHandlers
@@ -76,7 +77,7 @@ FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers):
+class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, ScheduleHandlers):
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
@@ -139,6 +140,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers):
         self.subagents_waiting: dict[str, str] = {}
         self.parent_abort_reason: str | None = None
         self._init_wakeups()
+        self.schedules = list(inp.schedules)
 
     @workflow.run
     async def run(
@@ -461,5 +463,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers):
             pending_run=self.pending_run,
             last_model_call_quick=self.runtime.last_call_quick,
             wakeups=self.wakeups,
+            schedules=self.schedules,
         )
         workflow.continue_as_new(args=[carry, stream_state])

@@ -86,6 +86,13 @@ DESCRIBE_TOOLS = ActivityOptions(
     retry=RetryPolicy(maximum_attempts=5),
 )
 
+# A conversation's Temporal Schedules, made and deleted through the worker's client.
+SCHEDULES = ActivityOptions(
+    start_to_close=timedelta(seconds=30),
+    heartbeat=None,
+    retry=RetryPolicy(maximum_attempts=10, non_retryable_error_types=["VALIDATION_ERROR"]),
+)
+
 # Worker-side: how often heartbeats actually go out (bounds abort latency for long activities).
 HEARTBEAT_THROTTLE = timedelta(milliseconds=300)
 

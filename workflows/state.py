@@ -10,6 +10,7 @@ import asyncio
 import base64
 import dataclasses
 from collections import OrderedDict, deque
+from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         within_last_minute,
     )
     from agentcore.runtime import AbortSignal
+    from agentcore.schedules import RecurringMessage
     from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
     from agentcore.session.entries import (
         SYSTEM_PROMPT_CUSTOM_TYPE,
@@ -150,6 +152,7 @@ class ConversationState:
     subagents_waiting: dict[str, str]
     # Pending wake-ups, soonest first (``wakeups.py``).
     wakeups: list[Wakeup]
+    schedules: list[RecurringMessage]
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
@@ -174,6 +177,13 @@ class ConversationState:
         raise NotImplementedError
 
     def _wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
+        raise NotImplementedError
+
+    def _deliver_note(self, wakeup: Wakeup, now: datetime) -> None:
+        raise NotImplementedError
+
+    # Recurring messages (``ScheduleHandlers`` in ``schedules.py``).
+    async def _delete_all_schedules(self) -> None:
         raise NotImplementedError
 
     def _publish(self, event: AgentEvent | CompactionStartEvent | CompactionEndEvent) -> None:

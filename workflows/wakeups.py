@@ -143,6 +143,10 @@ class WakeupHandlers(ConversationState):
         self.wakeups.remove(wakeup)
         del self._wakeup_timers[wakeup.id]
         self.transcript.add(fired_entry(wakeup, now))
+        self._deliver_note(wakeup, now)
+
+    def _deliver_note(self, wakeup: Wakeup, now: datetime) -> None:
+        """Run the conversation with ``wakeup``'s note (a fired wake-up, a schedule's message)."""
         self._publish(
             WakeupFiredEvent(
                 id=wakeup.id, note=wakeup.note, due_at=wakeup.due_at, late_seconds=lateness(wakeup, now)
@@ -152,10 +156,12 @@ class WakeupHandlers(ConversationState):
         self._count_messages(1)
         if self.running or self.pending_run is not None:
             # A run is going (or about to start): it takes the note when it would otherwise stop.
-            self.follow_up.append(QueuedMessage(id=f"wakeup-{wakeup.id}", message=message))
+            self.follow_up.append(QueuedMessage(id=f"wakeup-{wakeup.id}-{now.timestamp()}", message=message))
         else:
             # Idle, or continuing as new (the pending run is carried over and starts in the next run).
-            self.pending_run = PendingRun(id=f"wakeup-{wakeup.id}", kind="prompt", messages=[message])
+            self.pending_run = PendingRun(
+                id=f"wakeup-{wakeup.id}-{now.timestamp()}", kind="prompt", messages=[message]
+            )
         self._set_details()
 
     def _wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:

@@ -7,7 +7,8 @@
     agentcore web                       the web chat: list, start and talk to conversations
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
     agentcore clear SESSION [--steering | --follow-up]   drop queued messages (both queues by default)
-    agentcore state SESSION             status, model, messages, queues, usage
+    agentcore state SESSION             status, model, messages, queues, usage, pending wake-ups
+    agentcore schedule SESSION --every 1h|--cron EXPR TEXT, --list, --delete ID   recurring messages
     agentcore events SESSION [--follow] [--from N]
     agentcore sessions                  every conversation, with status, model, messages and cost
     agentcore recover PATH              a new conversation from a JSONL session file
@@ -45,6 +46,7 @@ from .commands import (
     cmd_export,
     cmd_follow_up,
     cmd_recover,
+    cmd_schedule,
     cmd_send,
     cmd_sessions,
     cmd_state,
@@ -341,6 +343,22 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_argument("session")
     state.add_argument("--json", action="store_true", help="the full DurableState as JSON")
 
+    schedule = command(
+        "schedule",
+        cmd_schedule,
+        "recurring messages to a conversation, through Temporal Schedules (pausable in the Web UI)",
+    )
+    schedule.add_argument("session")
+    schedule.add_argument("text", nargs="?", help="the message each time (with --every or --cron)")
+    schedule.set_defaults(trailing_text=True)
+    when = schedule.add_mutually_exclusive_group(required=True)
+    when.add_argument("--every", metavar="DURATION", help="an interval: 30s, 15m, 1h, 1d")
+    when.add_argument("--cron", metavar="EXPR", help="a cron expression, e.g. '0 9 * * MON-FRI' (UTC)")
+    when.add_argument(
+        "--list", action="store_true", help="the conversation's schedules, with their next times"
+    )
+    when.add_argument("--delete", metavar="ID", help="delete one of the conversation's schedules")
+
     events = command("events", cmd_events, "a conversation's events as JSON lines, with offsets")
     events.add_argument("session")
     events.add_argument(
@@ -386,7 +404,14 @@ def _fail(message: str, code: int) -> int:
 
 async def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the command in the running event loop; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "trailing_text", False) and args.text is None and len(extra) == 1:
+        # ``schedule SESSION --every 1h TEXT``: argparse (before Python 3.12) leaves a positional
+        # given after an option unmatched when the one before it was optional.
+        args.text = extra.pop()
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     setup_logging(args.log_format, args.log_level)
     try:
         handler: Command = args.handler

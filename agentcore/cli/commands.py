@@ -103,6 +103,41 @@ async def cmd_state(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_schedule(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    if args.delete:
+        await agent.delete_schedule(args.delete)
+        cli_logger().info(f"deleted schedule {args.delete}")
+        return 0
+    if args.list:
+        rows = []
+        for item in await agent.list_schedules():
+            description = await agent.client.get_schedule_handle(item.id).describe()
+            upcoming = description.info.next_action_times[:1]
+            paused = description.schedule.state.paused
+            rows.append(
+                [
+                    item.id,
+                    item.describe(),
+                    "paused"
+                    if paused
+                    else (upcoming[0].astimezone().strftime("%Y-%m-%d %H:%M:%S") if upcoming else "-"),
+                    item.text if len(item.text) <= 60 else item.text[:59] + "…",
+                ]
+            )
+        if rows:
+            print(format_table(["SCHEDULE", "WHEN", "NEXT", "TEXT"], rows))
+        else:
+            cli_logger().info(f"{agent.session_id} has no schedules")
+        return 0
+    if not args.text:
+        raise CliError("schedule: the message TEXT is missing", exit_code=2)
+    item = await agent.schedule(args.text, every=args.every, cron=args.cron)
+    print(item.id)
+    cli_logger().info(f"{item.describe()}: {args.text!r} to {agent.session_id}")
+    return 0
+
+
 async def cmd_events(args: argparse.Namespace) -> int:
     """JSON lines ``{"offset": N, "event": {...}}``; rerun with ``--from N+1`` to resume."""
     agent = await attached(args)

@@ -35,10 +35,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from ..activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
 from ..activities.compaction import BranchActivities, CompactionActivities
+from ..activities.schedules import create_schedule, delete_schedules
 from ..runtime import StreamFn
 from ..state import GetApiKey
 from ..tools import AgentTool, ToolRegistry
-from ..workflows import ConversationWorkflow
+from ..workflows import ConversationWorkflow, ScheduledMessageWorkflow
 from ..workflows.policies import HEARTBEAT_THROTTLE
 from . import tracing
 from .codec import EncryptionCodec, codec_from_env, parse_key
@@ -91,6 +92,8 @@ def conversation_activities(
         session.import_session,
         compaction.compact,
         BranchActivities(compaction).branch,
+        create_schedule,
+        delete_schedules,
     ]
 
 
@@ -218,7 +221,8 @@ class AgentcorePlugin(SimplePlugin):
 
     def _with_workflow(self, existing: Sequence[type] | None) -> list[type]:
         workflows = list(existing or ())
-        return workflows if ConversationWorkflow in workflows else [*workflows, ConversationWorkflow]
+        ours = (ConversationWorkflow, ScheduledMessageWorkflow)
+        return [*workflows, *(workflow for workflow in ours if workflow not in workflows)]
 
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> list[Callable[..., Any]]:
         activities = list(existing or ())
