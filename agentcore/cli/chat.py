@@ -25,10 +25,11 @@ import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..client import DurableAgent
 from ..errors import AgentBusyError, AgentError
+from ..events import WakeupFiredEvent
 from ..protocol import QueueName
 from .pretty import HISTORY_FILE, PromptLines, RichPrinter
 from .render import EventPrinter, format_state
@@ -240,13 +241,50 @@ class ChatSession:
                 with contextlib.suppress(asyncio.CancelledError):
                     await typing
 
+    async def _next_line(self) -> str | None:
+        """The user's next line; meanwhile a wake-up that fires (or a schedule's message) is shown
+        as a line of its own, and its run as any turn, and the prompt comes back after it."""
+        while True:
+            if self.lines.interactive:
+                self.out.write("you> ")
+                self.out.flush()
+            start = await self.agent.event_offset()
+            reading = asyncio.ensure_future(self.lines.next())
+            woken = asyncio.ensure_future(self._next_wakeup(start))
+            done, _ = await asyncio.wait({reading, woken}, return_when=asyncio.FIRST_COMPLETED)
+            if reading in done:
+                await _cancelled(woken)
+                return reading.result()
+            # Not a line lost: a queued line stays queued, and the prompt is asked again after the run.
+            await _cancelled(reading)
+            if woken.exception() is not None:  # the event stream failed: just read the line
+                return await self.lines.next()
+            await self._follow_wakeup(*woken.result())
+
+    async def _next_wakeup(self, start: int) -> tuple[int, WakeupFiredEvent]:
+        async for offset, event in self.agent.events(start):
+            if event.type == "wakeup_fired":
+                return offset, event
+        raise RuntimeError("the conversation's events ended")
+
+    async def _follow_wakeup(self, offset: int, fired: WakeupFiredEvent) -> None:
+        if self.lines.interactive:
+            self.out.write("\n")  # off the prompt's line
+        self._turn_running, self._prompt_accepted = True, True
+        self.printer.begin()
+        try:
+            self.printer.handle(fired)
+            async for _, event in self.agent.events(offset + 1):
+                if self.printer.handle(event):
+                    break
+        finally:
+            self._turn_running = False
+            self.printer.stop()
+
     async def run(self) -> None:
         with self._interrupts():
             while not self._quit:
-                if self.lines.interactive:
-                    self.out.write("you> ")
-                    self.out.flush()
-                line = await self.lines.next()
+                line = await self._next_line()
                 if line is None or self._quit:
                     break
                 line = line.strip()
@@ -259,3 +297,9 @@ class ChatSession:
                     if err.code == "AGENT_NOT_FOUND":
                         raise
                     self._say(f"  [{err.code}: {err}]")
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task

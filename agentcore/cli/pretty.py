@@ -28,7 +28,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from ..events import AgentEvent
-from .render import format_arguments, tool_result_text
+from .render import describe_wakeup, format_arguments, tool_result_text
 
 # Lines of a tool result shown in its panel; the rest is summarised as "+N lines".
 PANEL_LINES = 8
@@ -184,6 +184,15 @@ class RichPrinter:
             self._text = self._thinking = ""  # the failed attempt's text is void
             self.line(f"  model call failed, retrying (attempt {event.attempt}): {event.error_message or ''}")
             self._wait_for("retrying")
+        elif event.type == "wakeup_fired":
+            # As a line the user typed: the note is what the conversation runs with now.
+            self._finish_text()
+            self.console.print(
+                Text.assemble(
+                    ("wake-up> ", "bold ansigreen"), event.note, (f"  ({describe_wakeup(event)})", "dim")
+                )
+            )
+            self._wait_for("thinking")
         elif event.type == "compaction_start":
             self._wait_for(f"compacting the conversation ({event.reason})")
         elif event.type == "compaction_end":

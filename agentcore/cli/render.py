@@ -7,7 +7,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from ..events import AgentEvent
+from ..events import AgentEvent, WakeupFiredEvent
 from ..protocol import DurableState
 from ..session import SessionStats
 
@@ -39,6 +39,13 @@ def _first_line(text: str, width: int = 100) -> str:
     head = lines[0] if len(lines[0]) <= width else lines[0][: width - 1] + "…"
     more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
     return head + more
+
+
+def describe_wakeup(event: WakeupFiredEvent) -> str:
+    """When a fired wake-up was due, and how late it fired."""
+    due = event.due_at.astimezone().strftime("%H:%M:%S")
+    late = f"{event.late_seconds:.0f} s late" if event.late_seconds >= 1 else "on time"
+    return f"due {due}, {late}"
 
 
 class EventPrinter:
@@ -95,6 +102,8 @@ class EventPrinter:
             self.line(
                 f"  [model call failed, retrying (attempt {event.attempt}): {event.error_message or ''}]"
             )
+        elif event.type == "wakeup_fired":
+            self.line(f"wake-up> {event.note}  ({describe_wakeup(event)})")
         elif event.type == "agent_end":
             self._end_text()
             return True
