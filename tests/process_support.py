@@ -18,12 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class AgentcoreProcess:
-    """One ``agentcore`` command; its stderr lines are collected as they come."""
+    """One ``agentcore`` command; its stderr lines (and, apart, its stdout lines) are collected as
+    they come."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None = None) -> None:
         self.argv = list(argv)
         self.env = {**os.environ, **(env or {})}
         self.lines: list[str] = []
+        self.stdout_lines: list[str] = []
         self.process: asyncio.subprocess.Process | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -37,8 +39,15 @@ class AgentcoreProcess:
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stderr is not None
-        while line := await self.process.stderr.readline():
-            self.lines.append(line.decode().rstrip("\n"))
+        assert self.process.stdout is not None
+
+        async def read(stream: asyncio.StreamReader, lines: list[str]) -> None:
+            while line := await stream.readline():
+                lines.append(line.decode().rstrip("\n"))
+
+        await asyncio.gather(
+            read(self.process.stderr, self.lines), read(self.process.stdout, self.stdout_lines)
+        )
 
     def json_lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.lines if line.startswith("{")]

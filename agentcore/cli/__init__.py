@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -432,6 +433,10 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return 0
     except OSError as err:
         return _fail(str(err), 2)
+    except Exception as err:
+        # Logged, not printed by the interpreter: under --log-format json a crash is a JSON line too.
+        logging.getLogger("agentcore").exception("%s failed: %s", args.command or "agentcore", err)
+        return 1
 
 
 async def _run_until_terminated(argv: Sequence[str] | None) -> int:

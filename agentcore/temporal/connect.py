@@ -163,7 +163,8 @@ async def connect(
     with ``address`` / ``namespace`` / ``settings`` overriding it and ``kwargs`` passed to
     ``Client.connect`` as they are (``runtime=`` for a worker's metrics, say).
 
-    Payloads go through agentcore's pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY``
+    Temporal Core's own log lines go through Python logging (``agentcore.temporal.telemetry``)
+    unless ``runtime`` is given. Payloads go through agentcore's pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY``
     is set (see ``agentcore.temporal.codec``). With OpenTelemetry configured (``OTEL_*``, see
     ``agentcore.temporal.tracing``) the client traces its calls, and workers made from it theirs."""
     from .tracing import tracing_interceptor
@@ -175,6 +176,10 @@ async def connect(
         )
     config = load_connect_config(settings)
     config.update(kwargs)
+    if "runtime" not in config:
+        from .telemetry import default_runtime
+
+        config["runtime"] = default_runtime()  # Core's log lines through Python logging
     if "data_converter" not in config:
         config["data_converter"] = default_data_converter()
     interceptor = tracing_interceptor()

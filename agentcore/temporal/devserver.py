@@ -19,6 +19,7 @@ from temporalio.client import Client
 
 from ..search_attributes import SEARCH_ATTRIBUTES
 from .connect import default_data_converter
+from .telemetry import default_runtime
 
 
 def find_temporal_binary() -> str:
@@ -273,7 +274,9 @@ class DevServer:
             if self._process.poll() is not None:
                 raise RuntimeError(f"the Temporal dev server exited (status {self._process.returncode})")
             try:
-                return await Client.connect(self._address, data_converter=default_data_converter())
+                return await Client.connect(
+                    self._address, data_converter=default_data_converter(), runtime=default_runtime()
+                )
             except RuntimeError:
                 if time.monotonic() > deadline:
                     raise RuntimeError(

@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import PrometheusConfig, Runtime
 
 # Model calls take seconds; tool calls from milliseconds (a lookup) to minutes (a build).
 MODEL_CALL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
@@ -114,12 +114,10 @@ def _free_loopback_port() -> int:
 
 def prometheus_runtime(bind_address: str) -> Runtime:
     """A Temporal runtime whose SDK metrics are served in the Prometheus format at ``bind_address``."""
-    return Runtime(
-        telemetry=TelemetryConfig(
-            metrics=PrometheusConfig(
-                bind_address=bind_address, counters_total_suffix=True, durations_as_seconds=True
-            )
-        )
+    from .telemetry import agentcore_runtime
+
+    return agentcore_runtime(
+        PrometheusConfig(bind_address=bind_address, counters_total_suffix=True, durations_as_seconds=True)
     )
 
 
