@@ -12,6 +12,7 @@ from ..cli.render import tool_result_text
 from ..events import AgentEvent
 from ..messages import AssistantMessage, Message, TextContent, ThinkingContent, ToolCall, ToolResultMessage
 from ..protocol import DurableState, QueuedMessage
+from ..wakeups import Wakeup
 from .markdown import render_markdown
 
 
@@ -86,7 +87,12 @@ def state_view(state: DurableState, entry_ids: list[str | None]) -> dict[str, An
         "pending_tool_calls": state.pending_tool_calls,
         "error_message": state.error_message,
         "event_offset": state.event_offset,
+        "wakeups": [wakeup_view(wakeup) for wakeup in state.wakeups],
     }
+
+
+def wakeup_view(wakeup: Wakeup) -> dict[str, Any]:
+    return {"id": wakeup.id, "note": wakeup.note, "due_at": wakeup.due_at.isoformat()}
 
 
 def event_view(event: AgentEvent) -> dict[str, Any]:
@@ -120,4 +126,4 @@ def event_view(event: AgentEvent) -> dict[str, Any]:
     return view
 
 
-__all__ = ["event_view", "message_view", "queued_view", "state_view"]
+__all__ = ["event_view", "message_view", "queued_view", "state_view", "wakeup_view"]

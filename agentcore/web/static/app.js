@@ -311,6 +311,7 @@ const chat = {
   connected: true, // the event stream is open (the controls that need the server follow it)
   status: "idle",
   lastUser: null, // the newest user message {node, view}: Up edits it
+  wakeups: new Map(), // pending wake-ups: id -> {id, note, due_at}
 };
 window.agentcoreChat = chat;
 
@@ -715,6 +716,15 @@ function applyEvent(offset, event) {
       waiting(null);
       break;
     }
+    case "wakeup_scheduled":
+      chat.wakeups.set(event.id, { id: event.id, note: event.note, due_at: event.due_at });
+      renderWakeups();
+      break;
+    case "wakeup_fired":
+    case "wakeup_cancelled":
+      chat.wakeups.delete(event.id);
+      renderWakeups();
+      break;
     case "tool_execution_update": {
       const block = toolBlock({ id: event.tool_call_id, name: event.tool_name, args: null });
       block.querySelector(".tool-progress").textContent = event.text;
@@ -826,6 +836,8 @@ async function loadSnapshot() {
   if (state.streaming_message) startStreaming(state.streaming_message);
   if (state.error_message) toast(`The last run failed: ${state.error_message}`, "error");
   renderQueued(state.queued);
+  chat.wakeups = new Map((state.wakeups || []).map((wakeup) => [wakeup.id, wakeup]));
+  renderWakeups();
   chat.lastOffset = state.event_offset - 1;
   chat.snapshotOffset = state.event_offset;
   window.scrollTo(0, document.body.scrollHeight);
@@ -866,6 +878,21 @@ function renderQueued(items) {
     clear.addEventListener("click", clearQueued);
   }
   list.hidden = !list.children.length;
+}
+
+function renderWakeups() {
+  // One small line under the conversation: how many wake-ups are pending, soonest first.
+  const line = $("wakeups");
+  const pending = [...chat.wakeups.values()].sort((a, b) => Date.parse(a.due_at) - Date.parse(b.due_at));
+  line.replaceChildren();
+  if (pending.length) {
+    line.appendChild(el("span", "wakeups-count", `${pending.length} wake-up${pending.length === 1 ? "" : "s"} pending`));
+    for (const wakeup of pending) {
+      const item = line.appendChild(el("span", "wakeup", ` · ${new Date(wakeup.due_at).toLocaleString()} ${wakeup.note}`));
+      item.title = `wake-up ${wakeup.id}`;
+    }
+  }
+  line.hidden = !pending.length;
 }
 
 async function clearQueued() {
