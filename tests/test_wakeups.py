@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 from agentcore import Agent, AgentError, AgentOptions, wakeup_tool
+from agentcore.cli import run
 from agentcore.errors import WakeupInPastError, WakeupNotFoundError
 from agentcore.events import AgentEvent
 from agentcore.messages import UserMessage
@@ -177,7 +178,9 @@ async def _events_until(agent: Any, last: str) -> Any:
             return
 
 
-async def test_durable_refusals_cancel_and_reset(temporal_client: Client, tmp_path: Path) -> None:
+async def test_durable_refusals_cancel_and_reset(
+    temporal_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with running_worker(temporal_client, tmp_path, echo_model()) as h:
         agent = await h.agents.start("wake-2", AgentOptions(model=scripted_model()))
         with pytest.raises(WakeupInPastError):
@@ -190,6 +193,12 @@ async def test_durable_refusals_cancel_and_reset(temporal_client: Client, tmp_pa
         await agent.cancel_wakeup(first)
         [left] = (await agent.get_state()).wakeups
         assert left.note == "reset me"
+        # ``agentcore state`` lists it.
+        address = h.agents.client.service_client.config.target_host
+        argv = ["--address", address, "--task-queue", h.task_queue, "--sessions-dir", str(h.sessions_dir)]
+        assert await run([*argv, "state", "wake-2"]) == 0
+        [row] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("wake-up")]
+        assert left.id in row and "reset me" in row
         assert abs((left.due_at - datetime.now(UTC)).total_seconds() - 3600) < 60
         await agent.reset()
         assert (await agent.get_state()).wakeups == []
@@ -306,3 +315,17 @@ async def test_recover_rebuilds_pending_wakeups(temporal_client: Client, tmp_pat
         assert (pending.id, pending.note) == (keep, "still pending")
         state = await eventually(recovered.get_state, lambda s: len(s.messages) == 2)
         assert user_texts(state.messages)[0].startswith("[wake-up] still pending")
+
+
+async def test_durable_wakeup_during_a_run_is_a_follow_up(temporal_client: Client, tmp_path: Path) -> None:
+    model = ScriptedModel([tool_calls([("sleep", {"seconds": 2})]), text("slept"), text("took the note")])
+    async with running_worker(temporal_client, tmp_path, model, tools=[sleep_tool()]) as h:
+        agent = await h.agents.start("wake-busy", AgentOptions(model=scripted_model(), tools=["sleep"]))
+        await agent.prompt("Sleep a bit.")
+        await eventually(agent.get_state, lambda s: bool(s.pending_tool_calls))
+        await agent.schedule_wakeup("mid-run", after=timedelta(seconds=0.2))
+        state = await eventually(agent.get_state, lambda s: len(s.messages) == 6 and s.status == "idle")
+        assert [m.role for m in state.messages] == TOOL_TURN_THEN_NOTE
+        assert state.messages[4].text.startswith("[wake-up] mid-run")
+        types = [event.type async for _, event in _events_until(agent, "agent_end")]
+        assert types.count("agent_start") == 1  # one run: the note came in as its follow-up
