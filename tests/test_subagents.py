@@ -32,6 +32,7 @@ from tests.durable_support import (
     add_tool,
     collect_run,
     eventually,
+    listed_runs,
     running_worker,
     sleep_tool,
 )
@@ -443,3 +444,35 @@ async def test_worker_restart_mid_child_starts_no_second_child(
     assert await _children_started(agent.handle) == 1
     assert len(await _runs(temporal_client.get_workflow_handle("restart.sub.call_0_0"))) == 1
     assert calls.count(CHILD_PROMPT) == 2 and calls.count("") == 2
+
+
+async def test_parent_and_child_past_the_continue_as_new_threshold(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Both histories pass the threshold during the call: the child still ends with its run and
+    returns (it never rolls over), the parent continues as new only after its run, carrying the
+    result and the statistics that count the child."""
+    limits = FAST_LIMITS.model_copy(update={"continue_as_new_after_events": 20})
+    async with running_worker(temporal_client, tmp_path, replies(), tools=[researcher()], limits=limits) as h:
+        agent = await h.agents.start(
+            "rolling", AgentOptions(model=scripted_model(), system_prompt=PARENT_PROMPT, tools=["researcher"])
+        )
+        await agent.prompt("What is 2 + 3? Ask the researcher.")
+        await agent.wait_for_idle(timeout=30)
+        runs = await listed_runs(temporal_client, "rolling", at_least=2)
+        assert len(runs) >= 2
+        state = await agent.get_state()
+        assert _sub_result(state.messages).text == "The answer is 5."
+        assert state.messages[-1].text == "The researcher says 5."
+        assert (await agent.get_session_stats()).cost_total == pytest.approx(0.062)
+        # The child's one run (the one its parent started) is the run that completed.
+        first = min(runs, key=lambda run: run.start_time)
+        parent_first = temporal_client.get_workflow_handle("rolling", run_id=first.run_id)
+        started = [
+            e.child_workflow_execution_started_event_attributes.workflow_execution.run_id
+            for e in (await parent_first.fetch_history()).events
+            if e.HasField("child_workflow_execution_started_event_attributes")
+        ]
+        child = await temporal_client.get_workflow_handle("rolling.sub.call_0_0").describe()
+        assert child.status == WorkflowExecutionStatus.COMPLETED
+        assert started == [child.run_id]
