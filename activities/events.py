@@ -20,28 +20,44 @@ from agentcore.protocol import SIGNAL_ACTIVITY_EVENTS, ActivityEvents
 class ActivityEventPublisher:
     """Buffers events; ``flush`` sends what is buffered as one signal (nothing when empty)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, call_id: str = "", attempt: int = 0) -> None:
         self.pending: list[Any] = []
         # Unique per publisher: the workflow keeps the last sequence number it applied per id.
         self._publisher_id = uuid.uuid4().hex
         self._sequence = 0
         self._unsent: ActivityEvents | None = None
+        # A batch another publisher could not send (``take_over``), sent first, under this one's name.
+        self._carried: list[str] = []
+        self.call_id = call_id
+        self.attempt = attempt
+
+    def take_over(self, other: ActivityEventPublisher) -> None:
+        """Send what ``other`` holds (its unsent batch, then its buffered events) as this one's."""
+        if other._unsent is not None:
+            self._carried = [*other._unsent.items, *self._carried]
+            other._unsent = None
+        self.pending = [*other.pending, *self.pending]
+        other.pending = []
 
     def publish(self, event: Any) -> None:
         self.pending.append(event)
 
     async def flush(self) -> None:
-        if self._unsent is None and self.pending:
+        if self._unsent is None and (self.pending or self._carried):
             converter = activity.payload_converter()
             batch, self.pending = self.pending, []
+            carried, self._carried = self._carried, []
             self._sequence += 1
             self._unsent = ActivityEvents(
                 publisher_id=self._publisher_id,
                 sequence=self._sequence,
-                items=[
+                items=carried
+                + [
                     base64.b64encode(converter.to_payloads([event])[0].SerializeToString()).decode()
                     for event in batch
                 ],
+                call_id=self.call_id,
+                attempt=self.attempt,
             )
         if self._unsent is None:
             return

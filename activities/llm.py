@@ -63,9 +63,12 @@ PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
 PROVIDER_ERROR = "PROVIDER_ERROR"
 # An aborted stream must wind down quickly; past this the partial message is taken as it is.
 ABORT_GRACE_SECONDS = 2.0
-# A handed-off call whose remote llm.stream has not come for it by then is stopped (the activity
-# ran on another worker, which called the model again).
-HANDOFF_WAIT_SECONDS = 30.0
+# A parked call (handed off, or left by an attempt the server gave up on) that no llm.stream has come
+# for by then is stopped (the activity ran on another worker, which called the model again). Well
+# past a lost workflow task's return: a network cut, then the workflow task timeout.
+HANDOFF_WAIT_SECONDS = 120.0
+# Answers kept for an attempt that asks again (see ``LlmActivities._finished``).
+KEPT_RESULTS = 1024
 
 
 def resolve_stream_fn(stream_fn: StreamFn | None) -> StreamFn:
@@ -92,8 +95,12 @@ class LlmActivities:
         self.stream_fn = stream_fn
         self.get_api_key = get_api_key
         self.publish_interval = publish_interval
-        # Calls local attempts handed off, by result entry id, until their remote llm.stream adopts them.
-        self._handoffs: dict[str, _Call] = {}
+        # Calls in flight in this worker, by result entry id: a remote llm.stream takes over the one
+        # its local attempt handed off, or one its timed-out earlier attempt still runs.
+        self._calls: dict[str, _Call] = {}
+        # Answers this worker got, by result entry id (most recently used last): a workflow task or
+        # an attempt whose result was lost asks again and gets the answer, not a new model call.
+        self._finished: OrderedDict[str, AssistantMessage] = OrderedDict()
         # Per session, what the provider made of each message: the session store hands every call
         # the same message objects, so each is converted once, not on every call (most recently
         # used last, as many as the store keeps writers for).
@@ -115,13 +122,20 @@ class LlmActivities:
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
         info = activity.info()
+        key = inp.result_entry_id
+        attempt = info.attempt + inp.prior_attempts
         syncing: asyncio.Future[None] | None = None
-        # The call a local attempt handed off (see ``StreamResult.handoff``): carried on from here. (A
-        # local attempt finds one too when its workflow task was lost and is being run again.)
-        call = self._adopt(inp.result_entry_id)
+        # The call a local attempt handed off (see ``StreamResult.handoff``), or one an earlier
+        # attempt of this call still runs here (its result or heartbeats did not reach the server
+        # during a network cut, and the server gave up on it): carried on from here. (A local
+        # attempt finds one too when its workflow task was lost and is being run again.)
+        call = self._adopt(key)
+        if call is None and key in self._finished:
+            return await self._reuse(inp, attempt)
         if call is not None:
-            publisher = _DeltaPublisher(self.publish_interval)
-            publisher.pending, call.publisher = call.publisher.pending, publisher
+            publisher = _DeltaPublisher(self.publish_interval, call_id=key, attempt=attempt)
+            publisher.take_over(call.publisher)
+            call.publisher = publisher
             if inp.entries:  # the ones the local attempt could not write
                 await self._beating(
                     self.store.write(
@@ -158,27 +172,42 @@ class LlmActivities:
                 self.store.write(inp.session_id, inp.create, prepare, lock_wait=activity_lock_wait())
             )
             if isinstance(prepared, AssistantMessage):
-                return StreamResult(message=prepared)
+                return StreamResult(message=prepared, attempt=attempt)
             report_context = model_context_seen.get()
             if report_context is not None:
                 report_context(prepared)
-            publisher = _DeltaPublisher(self.publish_interval)
-            attempt = info.attempt + inp.prior_attempts
+            publisher = _DeltaPublisher(self.publish_interval, call_id=key, attempt=attempt)
             if attempt > 1 and not info.is_local:
                 publisher.announce_retry(attempt, self._failures.pop(inp.result_entry_id, None))
             call = self._start_call(inp, prepared, publisher)
+            self._calls[key] = call
             if info.is_local and inp.entries:
                 # The entries just appended become durable while the model answers: the fsync is off
                 # the call's critical path. Every successful return below waits for it.
                 syncing = asyncio.ensure_future(self._sync(inp))
                 syncing.add_done_callback(_retrieve_exception)
-        if not await self._wait_call(call, local=info.is_local):
+        owner = call.owner = object()
+        try:
+            ended = await self._wait_call(call, key, owner, local=info.is_local)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            if self._calls.get(key) is call:  # the call failed: the next attempt makes it afresh
+                del self._calls[key]
+            raise
+        if not ended:
             # Still running after one publish interval: a local attempt hands the call to a remote
             # llm.stream, which can stream its deltas and be aborted while it runs.
-            self._park(inp.result_entry_id, call)
+            self._park(key, call)
             await self._synced(inp, syncing)
             return StreamResult(message=self._final_message(inp, call, handoff=True), handoff=True)
         message = self._final_message(inp, call)
+        if call.owner is not owner:
+            # A later attempt of this call took it over (this one's result would not be taken): it
+            # writes and reports the answer.
+            return StreamResult(message=message, attempt=attempt)
+        if self._calls.get(key) is call:
+            del self._calls[key]
         retry = None if call.signal.aborted else call.state["retry"]
         try:
             if retry is not None:
@@ -194,12 +223,14 @@ class LlmActivities:
             if inp.compact_on_overflow and is_context_overflow(message):
                 # Not recorded: the workflow compacts the conversation and calls again on the summary.
                 await self._synced(inp, syncing)
-                return StreamResult(message=message, overflow=True)
+                return StreamResult(message=message, overflow=True, attempt=attempt)
+            if not call.signal.aborted:
+                self._remember(key, message)
             if info.is_local:
                 # Not recorded: the workflow task this runs in may be lost and the call made again.
                 # The workflow queues the message for writing (see ``StreamInput.pending_entries``).
                 await self._synced(inp, syncing)
-                return StreamResult(message=message)
+                return StreamResult(message=message, attempt=attempt)
             entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
             stored = await self._beating(
                 self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
@@ -211,7 +242,37 @@ class LlmActivities:
         finally:
             await call.publisher.close()
         deltas = call.state["deltas"] if call.publisher.started else 0
-        return StreamResult(message=message, deltas_published=deltas)
+        return StreamResult(message=message, deltas_published=deltas, attempt=attempt)
+
+    async def _reuse(self, inp: StreamInput, attempt: int) -> StreamResult:
+        """The answer this worker already got for this call, again, without calling the model: the
+        result did not reach the server (a network cut), or the workflow task that got it was lost
+        and is being run again. A remote attempt records it as it would its own."""
+        message = self._finished[inp.result_entry_id]
+        self._finished.move_to_end(inp.result_entry_id)
+        local = activity.info().is_local
+
+        def write(storage: JsonlSessionStorage) -> AssistantMessage:
+            storage.append_entries(inp.entries)
+            if local:
+                return message
+            entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
+            stored = storage.append_entry(entry)
+            if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
+                return stored.message  # the file wins, as for a call made here
+            return message
+
+        reused = await self._beating(
+            self.store.write(inp.session_id, inp.create, write, lock_wait=activity_lock_wait())
+        )
+        activity.logger.info("model call answered again from this worker's result (not called again)")
+        return StreamResult(message=reused, attempt=attempt)
+
+    def _remember(self, key: str, message: AssistantMessage) -> None:
+        self._finished[key] = message
+        self._finished.move_to_end(key)
+        while len(self._finished) > KEPT_RESULTS:
+            self._finished.popitem(last=False)
 
     async def _synced(self, inp: StreamInput, syncing: asyncio.Future[None] | None) -> None:
         """The entries this call appended, durable: the sync started with the call, else one now."""
@@ -273,7 +334,7 @@ class LlmActivities:
         call.task = asyncio.create_task(consume())
         return call
 
-    async def _wait_call(self, call: _Call, *, local: bool) -> bool:
+    async def _wait_call(self, call: _Call, key: str, owner: object, *, local: bool) -> bool:
         """Wait for the call to end (True); a local attempt waits one publish interval at most."""
         interval = self.publish_interval.total_seconds()
         ticker = None if local else asyncio.create_task(_heartbeat_ticker(interval, call.publisher))
@@ -287,10 +348,13 @@ class LlmActivities:
             details = activity.cancellation_details()
             if details is not None and not details.cancel_requested:
                 # Not the user's abort (worker shutdown, or this attempt timed out / was superseded,
-                # e.g. a SIGSTOPped worker that woke up): write nothing and let Temporal's retry own
-                # the call. Taken as an abort, the stale attempt would store an "aborted" partial
-                # under the result id, and the live retry would then return that stored partial.
-                call.task.cancel()
+                # e.g. a SIGSTOPped worker that woke up, or a network cut): write nothing and let
+                # Temporal's retry own the call. Taken as an abort, the stale attempt would store an
+                # "aborted" partial under the result id, and the live retry would then return that
+                # stored partial. The model call goes on, parked: a retry in this worker takes it
+                # over instead of calling the model again.
+                if call.owner is owner:
+                    self._park(key, call)
                 raise
             call.signal.abort("aborted by user")
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
@@ -324,19 +388,28 @@ class LlmActivities:
 
     def _park(self, key: str, call: _Call) -> None:
         call.task.add_done_callback(_retrieve_exception)
+        if call.expiry is not None:
+            call.expiry.cancel()
         call.expiry = asyncio.get_running_loop().call_later(HANDOFF_WAIT_SECONDS, self._expire, key, call)
-        self._handoffs[key] = call
+        self._calls[key] = call
 
     def _adopt(self, key: str) -> _Call | None:
-        call = self._handoffs.pop(key, None)
+        call = self._calls.pop(key, None)
         if call is not None and call.expiry is not None:
             call.expiry.cancel()
+            call.expiry = None
         return call
 
     def _expire(self, key: str, call: _Call) -> None:
-        """No llm.stream came for a handed-off call (it ran on another worker): stop the call."""
-        if self._handoffs.get(key) is call:
-            del self._handoffs[key]
+        """No llm.stream came for a parked call (it ran on another worker): stop the call, keeping
+        its answer if it has one (a workflow task run again much later may still ask for it)."""
+        if self._calls.get(key) is call:
+            del self._calls[key]
+        final = call.state["final"]
+        if call.task.done() and final is not None and call.state["retry"] is None and not call.signal.aborted:
+            if not is_context_overflow(final):  # (answered by compacting, then a call of its own)
+                self._remember(key, final)
+            return
         call.signal.abort("handoff expired")
         asyncio.get_running_loop().call_later(ABORT_GRACE_SECONDS, call.task.cancel)
 
@@ -352,6 +425,8 @@ class _Call:
     )
     task: asyncio.Task[None] = field(init=False)
     expiry: asyncio.TimerHandle | None = None
+    # The attempt (``llm.stream`` run) that reports the call's result: the latest to take it over.
+    owner: object | None = None
 
 
 def _retrieve_exception(task: asyncio.Future[None]) -> None:
@@ -397,10 +472,14 @@ class _DeltaPublisher:
     from the final message, saving a signal (and a workflow task) per model call.
     """
 
-    def __init__(self, interval: timedelta) -> None:
+    def __init__(self, interval: timedelta, *, call_id: str = "", attempt: int = 0) -> None:
         self.interval = interval.total_seconds()
         self.started = False
-        self._events = ActivityEventPublisher()
+        self._events = ActivityEventPublisher(call_id=call_id, attempt=attempt)
+
+    def take_over(self, other: _DeltaPublisher) -> None:
+        """Publish what ``other`` (the call's previous publisher) holds, as this one's first."""
+        self._events.take_over(other._events)
 
     @property
     def pending(self) -> list[Any]:

@@ -71,10 +71,12 @@ class ConversationLimits(WireModel):
     # Together with the carried events (a quarter of this) the continue-as-new input stays under
     # Temporal's 256 KB payload warning.
     carried_message_bytes: int = 160 * 1024
-    # How long a worker may hold a workflow task. Above Temporal's 10 s default: a worker that takes
-    # over many conversations at once (another died) replays their histories on a loaded machine,
-    # and tasks timing out mid-replay were retried, and timed out, again.
-    workflow_task_timeout_seconds: float = 30.0
+    # How long a worker may hold a workflow task; also how long the server waits before it hands a
+    # task lost on the way (a network cut, a worker killed) to a worker again: a conversation that
+    # was mid-turn resumes at most this long after the link returns. Temporal's default, 10 s. A
+    # longer one (30 s) only helps a worker that takes over many long histories at once on a loaded
+    # machine (docs/network-faults.md says where that was measured).
+    workflow_task_timeout_seconds: float = 10.0
     # Activity timeouts (seconds). Tests shrink the heartbeats to make worker crashes visible fast.
     llm_timeout_seconds: float = 600.0
     llm_heartbeat_seconds: float = 10.0
@@ -340,17 +342,23 @@ class ActivityEvents(WireModel):
     the retention budget and keeps the deltas of the message being streamed, without reading the
     stream's internals. Each event is a serialized ``Payload``, base64, as the stream stores it (the
     workflow passes it on without decoding it). ``(publisher_id, sequence)`` makes a batch sent
-    twice (a signal retried) apply once."""
+    twice (a signal retried) apply once. A model call's deltas name the call (its result entry id)
+    and the attempt: the workflow takes them only from the call in flight and its newest attempt,
+    so a late batch (an attempt superseded during a network cut) never reaches subscribers."""
 
     publisher_id: str
     sequence: int
     items: list[str] = Field(default_factory=list)
+    call_id: str = ""
+    attempt: int = 0
 
 
 class StreamResult(WireModel):
     message: AssistantMessage
     # How many message_update events the activity already published to the stream itself.
     deltas_published: int = 0
+    # The attempt that made the result (a retry's number; 0: not known).
+    attempt: int = 0
     # The provider refused the context as too long and nothing was recorded (``compact_on_overflow``).
     overflow: bool = False
     # A local attempt's call outlived one publish interval and goes on in the worker: the workflow

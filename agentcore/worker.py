@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import FixedSizeSlotSupplier, Worker, WorkerTuner
 
 from agentcore.logs import setup_logging
 from agentcore.runtime import StreamFn
@@ -36,6 +36,7 @@ from agentcore.temporal.plugin import (
     plugin_of,
     workflow_runner,
 )
+from agentcore.temporal.slots import ReplayBoundedSlots
 from agentcore.tools import AgentTool
 
 if TYPE_CHECKING:
@@ -117,7 +118,15 @@ def create_worker(
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
     # (A task also holds its slot while a quick model call's local attempt runs, 80 ms at most; 64
     # slots measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
-    worker_options.setdefault("max_concurrent_workflow_tasks", 16)
+    # 16 slots, of which 2 for full-history replays (``agentcore.temporal.slots``): a network cut
+    # evicts all of a worker's conversations at once, and 16 replays together overran the timeout.
+    if "tuner" not in worker_options and "max_concurrent_workflow_tasks" not in worker_options:
+        worker_options["tuner"] = WorkerTuner.create_composite(
+            workflow_supplier=ReplayBoundedSlots(),
+            activity_supplier=_fixed_slots(worker_options.pop("max_concurrent_activities", None)),
+            local_activity_supplier=_fixed_slots(worker_options.pop("max_concurrent_local_activities", None)),
+            nexus_supplier=_fixed_slots(worker_options.pop("max_concurrent_nexus_tasks", None)),
+        )
     # A dead worker's sticky queue holds its conversations' next tasks this long before any other
     # worker may take them (the SDK default is 10 s).
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
@@ -126,6 +135,12 @@ def create_worker(
     worker = AgentWorker(client, task_queue=task_queue, **worker_options)
     worker.mcp = plugin.mcp
     return worker
+
+
+def _fixed_slots(count: int | None) -> FixedSizeSlotSupplier | ReplayBoundedSlots:
+    # The SDK's default is 100 (counted here, so that it is not compared with the executor's threads,
+    # which only sync tools use, as the SDK does with a number given to it).
+    return FixedSizeSlotSupplier(count) if count else ReplayBoundedSlots(100, 100)
 
 
 # ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -128,7 +129,7 @@ async def test_a_local_attempt_run_again_takes_over_its_own_handed_off_call(tmp_
     assert (await _env(local=True).run(acts.stream, _input())).handoff
     again = await _env(local=True).run(acts.stream, _input())
     assert not again.handoff and again.message.content == [TextContent(text="done")]
-    assert len(model.signals) == 1 and not acts._handoffs
+    assert len(model.signals) == 1 and not acts._calls
 
 
 async def test_a_handed_off_call_not_on_this_worker_is_made_again(tmp_path: Path) -> None:
@@ -150,7 +151,7 @@ async def test_a_handed_off_call_nobody_takes_over_is_stopped(
     assert (await _env(local=True).run(acts.stream, _input())).handoff
     await asyncio.sleep(0.3)
     assert model.signals[0].aborted  # type: ignore[attr-defined]
-    assert not acts._handoffs
+    assert not acts._calls
 
 
 async def test_a_local_attempt_does_not_wait_on_a_busy_session_file(tmp_path: Path) -> None:
@@ -221,3 +222,55 @@ async def test_a_local_attempt_syncs_its_entries_while_the_model_answers(tmp_pat
     writer = store._kept["s"]
     assert not (writer._unsynced or writer._deferred)
     assert _stored(tmp_path) == ["u1"]
+
+
+async def test_an_answer_whose_workflow_task_was_lost_is_not_asked_for_again(tmp_path: Path) -> None:
+    """A quick answer ends in its local attempt; the workflow task that got it is lost (its
+    completion did not reach the server during a network cut) and runs again: the answer is
+    reused, not paid for twice."""
+    model = SlowModel(0.0)
+    acts = _activities(SessionStore(tmp_path), model)
+    first = await _env(local=True).run(acts.stream, _input())
+    again = await _env(local=True).run(acts.stream, _input())
+    assert again.message == first.message and not again.handoff
+    assert len(model.signals) == 1
+
+
+async def test_a_handed_off_answer_outlives_the_wait_for_its_lost_workflow_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workflow task that recorded a handoff was lost and comes back after the call ended and
+    nobody came for it: its answer is still there."""
+    monkeypatch.setattr(llm, "HANDOFF_WAIT_SECONDS", 0.2)
+    model = SlowModel(0.08)
+    acts = _activities(SessionStore(tmp_path), model)
+    assert (await _env(local=True).run(acts.stream, _input())).handoff
+    await asyncio.sleep(0.4)
+    again = await _env(local=True).run(acts.stream, _input())
+    assert again.message.content == [TextContent(text="done")]
+    assert len(model.signals) == 1
+
+
+async def test_a_retry_takes_over_the_call_its_timed_out_attempt_left_running(tmp_path: Path) -> None:
+    """During a network cut the server gives up on an attempt whose model call still runs here (its
+    heartbeats did not arrive): the retry carries that call on instead of calling the model again,
+    and writes the answer once."""
+    model = SlowModel(0.4)
+    acts = _activities(SessionStore(tmp_path), model)
+    first = _env(local=False)
+    running = asyncio.ensure_future(first.run(acts.stream, _input()))
+    await asyncio.sleep(0.1)
+    first.cancel(activity.ActivityCancellationDetails(timed_out=True))
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    retry = _env(local=False)
+    retry.info = dataclasses.replace(retry.info, attempt=2)
+    done = await retry.run(acts.stream, _input())
+    assert done.message.content == [TextContent(text="done")]
+    assert len(model.signals) == 1 and not model.signals[0].aborted  # type: ignore[attr-defined]
+    assert _stored(tmp_path) == ["u1", "a1"]
+    # And a third attempt (the retry's result lost too) answers from this worker, still one call.
+    third = _env(local=False)
+    third.info = dataclasses.replace(third.info, attempt=3)
+    assert (await third.run(acts.stream, _input())).message == done.message
+    assert len(model.signals) == 1 and _stored(tmp_path) == ["u1", "a1"]

@@ -6,15 +6,12 @@ reaches history; handlers only change state, the main loop in ``conversation.py`
 
 from __future__ import annotations
 
-from typing import Any
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
     from agentcore.budget import STREAMING_MAX_BYTES, newest_in_answer, oldest_in_answer, shrink_to_fit
     from agentcore.messages import AssistantMessage
-    from agentcore.partial import apply_deltas
     from agentcore.protocol import (
         AbortRequest,
         Accepted,
@@ -275,18 +272,7 @@ class CommandHandlers(ConversationState):
         only: the deltas are folded here, on demand, so streaming costs the workflow nothing)."""
         if self.streaming_message is None:
             return None
-        converter = workflow.payload_converter()
-        deltas: list[dict[str, Any]] = []
-        for payload in self._streaming_payloads:
-            event = converter.from_payloads([payload])[0]
-            if not isinstance(event, dict):
-                continue
-            if event.get("type") == "message_update":
-                deltas.append(event.get("assistant_message_event") or {})
-            elif event.get("type") == "llm_retry":
-                deltas.clear()  # the failed attempt's text is void: the retry streams the message afresh
-        partial = self.streaming_message.model_copy(deep=True)
-        apply_deltas(partial, deltas)
+        partial = self.streamed_message() or self.streaming_message
         # Within the answer's budget beside the messages (a long answer streams for a while).
         return shrink_to_fit(partial, STREAMING_MAX_BYTES)
 

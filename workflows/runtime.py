@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
 
     from agentcore.errors import EXECUTION_ERROR, EXECUTION_TIMEOUT, OUTCOME_UNKNOWN, SESSION_LOCKED
     from agentcore.events import (
+        LlmRetryEvent,
         StreamDone,
         StreamError,
         StreamEvent,
@@ -83,9 +84,22 @@ class TemporalRuntime:
         # Whether the last llm.stream call ended before its first publish tick (see ``expect_quick``);
         # None: no call made yet.
         self.last_call_quick: bool | None = conversation_input.last_model_call_quick
+        # The model call in flight (its result entry id) and the newest attempt whose deltas were
+        # taken (``takes_events_of``).
+        self.model_call: str | None = None
+        self.model_call_attempt = 0
 
     def now_ms(self) -> int:
         return now_ms()
+
+    def takes_events_of(self, call_id: str, attempt: int) -> bool:
+        """Whether a batch of a model call's deltas goes to subscribers: only the call in flight's,
+        from its newest attempt so far. A batch that arrives late (an attempt the server gave up on
+        during a network cut, or a call that has ended) would show text the answer does not hold."""
+        if call_id != self.model_call or attempt < self.model_call_attempt:
+            return False
+        self.model_call_attempt = attempt
+        return True
 
     def new_id(self) -> str:
         return new_id()
@@ -112,11 +126,24 @@ class TemporalRuntime:
             aborted = isinstance(_cause(err), CancelledError)
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
+        finally:
+            self.model_call = None  # its deltas from now on are late
         message = result.message
         self.result_entry = entry
-        if result.deltas_published == 0:
-            # The call finished before the activity's first publish: give subscribers the deltas from
-            # the final message instead (one per block), without an extra signal per model call.
+        shown = conversation.streamed_message()
+        if shown is None or _visible(shown) != _visible(message):
+            # Subscribers end with exactly the answer, whatever path the call took. Nothing shown:
+            # the call finished before the activity's first publish, and the deltas come from the
+            # final message instead (one per block, without an extra signal per model call). Other
+            # text shown (an attempt cut off in a network fault, whose retry found the answer stored,
+            # or a batch of deltas lost): void it with ``llm_retry``, as a retry would, then the same.
+            if shown is not None:
+                conversation._publish(
+                    LlmRetryEvent(
+                        attempt=max(2, result.attempt),
+                        error_message="the streamed text was cut off; the answer follows whole",
+                    )
+                )
             for event in _block_events(message):
                 yield event
         if message.stop_reason in ("error", "aborted"):
@@ -159,6 +186,7 @@ class TemporalRuntime:
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
         )
         signal: AbortSignal | None = options.signal
+        self.model_call, self.model_call_attempt = result_entry_id, 0
         local_result = await self._call_local(activity_input, signal) if local else None
         if isinstance(local_result, StreamResult) and not local_result.handoff:
             result, quick, result_written = local_result, True, False
@@ -366,6 +394,19 @@ def _digest(arguments: object) -> str:
     if len(text) <= 60:
         return text
     return f"{text[:48]}… #{hashlib.sha1(raw).hexdigest()[:8]}"
+
+
+def _visible(message: AssistantMessage) -> list[tuple[Any, ...]]:
+    """What a subscriber shows of a message: its blocks' text, thinking and tool calls."""
+    blocks: list[tuple[Any, ...]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            blocks.append(("text", block.text))
+        elif isinstance(block, ThinkingContent):
+            blocks.append(("thinking", block.thinking))
+        else:
+            blocks.append(("toolCall", block.id, block.name, block.arguments))
+    return blocks
 
 
 def _block_events(message: AssistantMessage) -> list[StreamEvent]:

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.messages import AssistantMessage, Message, ToolCall
     from agentcore.model import QueueMode
+    from agentcore.partial import apply_deltas
     from agentcore.protocol import (
         ROLLING_OVER,
         ActivityEvents,
@@ -159,6 +160,7 @@ class ConversationState:
     _streaming_payloads: list[Payload]
     # The last batch applied per activity publisher (``ActivityEvents``): a batch sent twice counts once.
     _publishers: OrderedDict[str, int]
+    runtime: Any  # the TemporalRuntime (model calls in flight)
     _indexer: asyncio.Task[None]
     # The history length when the current run started (see ``_index_runs_that_outlast_their_task``).
     _run_started_at: int
@@ -236,6 +238,8 @@ class ConversationState:
         """Events an activity published (model deltas, tool progress) go into the stream.
 
         An event too large for a poll's answer (a tool's progress can carry anything) is cut first."""
+        if batch.call_id and not self.runtime.takes_events_of(batch.call_id, batch.attempt):
+            return  # a model call's late deltas: that call ended, or a later attempt streams it
         last = self._publishers.get(batch.publisher_id)
         if last is not None and batch.sequence <= last:
             return  # sent again after a failed send: applied already
@@ -251,6 +255,27 @@ class ConversationState:
             self._append(payload)
             if self.streaming_message is not None:
                 self._streaming_payloads.append(payload)
+
+    def streamed_message(self) -> AssistantMessage | None:
+        """What subscribers were shown of the message being streamed: the deltas its model activity
+        published since the last ``llm_retry``, folded into a copy of it; None if there are none."""
+        if self.streaming_message is None:
+            return None
+        converter = workflow.payload_converter()
+        deltas: list[dict[str, Any]] = []
+        for payload in self._streaming_payloads:
+            event = converter.from_payloads([payload])[0]
+            if not isinstance(event, dict):
+                continue
+            if event.get("type") == "message_update":
+                deltas.append(event.get("assistant_message_event") or {})
+            elif event.get("type") == "llm_retry":
+                deltas.clear()  # the failed attempt's text is void: the retry streams the message afresh
+        if not deltas:
+            return None
+        partial = self.streaming_message.model_copy(deep=True)
+        apply_deltas(partial, deltas)
+        return partial
 
     def _take_steering(self) -> list[Message]:
         return self._take(self.steering, self.config.steering_mode)
