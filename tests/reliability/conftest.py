@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,7 +106,13 @@ class WorkerProc:
 
 
 def spawn_worker(
-    address: str, task_queue: str, sessions_dir: Path, log: Path, workdir: Path, **flags: Any
+    address: str,
+    task_queue: str,
+    sessions_dir: Path,
+    log: Path,
+    workdir: Path,
+    wrap: Callable[[list[str]], list[str]] | None = None,
+    **flags: Any,
 ) -> WorkerProc:
     name = uuid.uuid4().hex[:8]
     ready = workdir / f"worker-{name}.ready"
@@ -122,6 +128,8 @@ def spawn_worker(
         f"--ready={ready}",
     ]
     argv += [f"--{key.replace('_', '-')}={value}" for key, value in flags.items()]
+    if wrap is not None:  # e.g. run inside a network namespace (``netns.Topology.command``)
+        argv = wrap(argv)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with open(output, "wb") as out:
         process = subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)

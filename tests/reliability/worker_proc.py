@@ -158,6 +158,9 @@ async def main() -> None:
     parser.add_argument("--reply-words", type=int, default=3)
     parser.add_argument("--tear-append", default="", help="die mid-way through the append containing this")
     parser.add_argument("--mcp-config", default="", help="MCP servers for the worker (mcpServers JSON)")
+    parser.add_argument(
+        "--shipped-defaults", type=int, default=0, help="1: create_worker's own worker options"
+    )
     args = parser.parse_args()
 
     log = Path(args.log)
@@ -173,6 +176,16 @@ async def main() -> None:
     if args.model == "scripted":
         scripted = ScriptedModel(respond(args.reply_words), chunks=args.chunks, delay=args.delay)
         stream_fn = logged_stream(scripted, log)
+    # A killed worker's sticky queue would hold the conversation's next workflow task for the
+    # default 10 s; the suite kills workers on purpose and wants the task moved on quickly.
+    options: dict[str, Any] = (
+        {}
+        if args.shipped_defaults
+        else {
+            "sticky_queue_schedule_to_start_timeout": timedelta(seconds=2),
+            "graceful_shutdown_timeout": timedelta(seconds=1),
+        }
+    )
     worker = create_worker(
         client,
         task_queue=args.task_queue,
@@ -181,10 +194,7 @@ async def main() -> None:
         stream_fn=stream_fn,
         mcp_servers=load_mcp_config(args.mcp_config) if args.mcp_config else (),
         get_api_key=(lambda provider: "sk-loopback") if args.model == "provider" else None,
-        # A killed worker's sticky queue would hold the conversation's next workflow task for the
-        # default 10 s; the suite kills workers on purpose and wants the task moved on quickly.
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
-        graceful_shutdown_timeout=timedelta(seconds=1),
+        **options,
     )
     async with worker:
         Path(args.ready).write_text(str(PID))
