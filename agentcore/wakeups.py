@@ -130,7 +130,8 @@ def wakeup_message(wakeup: Wakeup, fired_at: datetime) -> UserMessage:
     late it fired: a timer that came due while nothing ran fires when something runs again)."""
     late = lateness(wakeup, fired_at)
     due = wakeup.due_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    timing = f"due {due}, " + (f"fired {describe_delay(late)} late" if late >= 1 else "on time")
+    lag = f"{late:.1f} s" if late < 10 else describe_delay(late)
+    timing = f"due {due}, fired {lag} late"
     label = "scheduled message" if wakeup.source == "schedule" else "wake-up"
     text = f"[{label}] {wakeup.note}\n({timing})"
     return UserMessage(content=[TextContent(text=text)], timestamp=int(fired_at.timestamp() * 1000))

@@ -44,7 +44,7 @@ def _first_line(text: str, width: int = 100) -> str:
 def describe_wakeup(event: WakeupFiredEvent) -> str:
     """When a fired wake-up was due, and how late it fired."""
     due = event.due_at.astimezone().strftime("%H:%M:%S")
-    late = f"{event.late_seconds:.0f} s late" if event.late_seconds >= 1 else "on time"
+    late = f"{event.late_seconds:.1f} s late"
     return f"due {due}, {late}"
 
 
