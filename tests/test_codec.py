@@ -53,10 +53,13 @@ def test_key_from_the_environment() -> None:
         parse_key(base64.b64encode(b"short").decode())
 
 
-def _post(url: str, body: bytes, origin: str = "http://localhost:8233") -> tuple[int, dict[str, str], bytes]:
-    request = urllib.request.Request(
-        url, data=body, method="POST", headers={"Content-Type": "application/json", "Origin": origin}
-    )
+def _post(
+    url: str, body: bytes, origin: str = "http://localhost:8233", bearer: str | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    headers = {"Content-Type": "application/json", "Origin": origin}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, dict(response.headers), response.read()
@@ -97,7 +100,15 @@ async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
     body = json_format.MessageToJson(encrypted_input).encode()
     server = CodecServer(codec, port=0).start()
     try:
-        status, headers, reply = _post(f"{server.url}/decode", body)
+        # Without the token, or from another site, nothing is decrypted.
+        for refused, expected in (
+            (_post(f"{server.url}/decode", body), 401),
+            (_post(f"{server.url}/not-the-token/decode", body), 401),
+            (_post(f"{server.endpoint}/decode", body, origin="http://evil.example"), 403),
+        ):
+            assert refused[0] == expected and SECRET.encode() not in refused[2]
+        assert _post(f"{server.url}/decode", body, bearer=server.token)[0] == 200
+        status, headers, reply = _post(f"{server.endpoint}/decode", body)
         assert status == 200
         assert headers["Access-Control-Allow-Origin"] == "http://localhost:8233"
         decoded = json_format.Parse(reply, Payloads())
@@ -105,17 +116,17 @@ async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
         assert orjson.loads(decoded.payloads[0].data)["session_id"] == "encrypted-1"
 
         # /encode is the inverse (the UI uses it to send signals with encrypted payloads).
-        status, _, reply = _post(f"{server.url}/encode", json_format.MessageToJson(decoded).encode())
+        status, _, reply = _post(f"{server.endpoint}/encode", json_format.MessageToJson(decoded).encode())
         assert status == 200
         assert codec.decode_sync(json_format.Parse(reply, Payloads()).payloads) == list(decoded.payloads)
 
-        status, headers, _ = _post(f"{server.url}/decode", body, origin="http://evil.example")
-        assert "Access-Control-Allow-Origin" not in headers
-        status, _, reply = _post(f"{server.url}/nope", body)
+        status, headers, _ = _post(f"{server.endpoint}/decode", body, origin="http://evil.example")
+        assert status == 403 and "Access-Control-Allow-Origin" not in headers
+        status, _, reply = _post(f"{server.endpoint}/nope", body)
         assert status == 404
         wrong = CodecServer(EncryptionCodec(os.urandom(32)), port=0).start()
         try:
-            status, _, reply = _post(f"{wrong.url}/decode", body)
+            status, _, reply = _post(f"{wrong.endpoint}/decode", body)
             assert status == 400 and b"AGENTCORE_ENCRYPTION_KEY" in reply
         finally:
             wrong.stop()

@@ -222,7 +222,8 @@ def test_the_codec_server_runs_with_the_encryption_key(services: dict[str, dict[
     args = build_parser().parse_args([str(part) for part in codec["command"][1:]])
     assert args.handler.__name__ == "cmd_codec_server"
     assert args.host == "0.0.0.0"
-    assert f"{args.port}:{args.port}" in codec["ports"]
+    assert f"127.0.0.1:{args.port}:{args.port}" in codec["ports"]
+    assert environment(codec)["AGENTCORE_CODEC_TOKEN"] == "${AGENTCORE_CODEC_TOKEN:-}"
     assert f":{args.port}/" in codec["healthcheck"]["test"][3]
     assert "http://localhost:8080" in args.origin  # the UI's origin, as the browser sees it
     assert "TEMPORAL_CODEC_ENDPOINT" in environment(services["temporal-ui"])
@@ -235,7 +236,7 @@ def test_the_observability_profile(services: dict[str, dict[str, Any]]) -> None:
     assert collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].endswith(":4318")
     exporters = collector["service"]["pipelines"]["traces"]["exporters"]
     assert [collector["exporters"][name]["endpoint"] for name in exporters] == ["jaeger:4317"]
-    assert "4318:4318" in services["otel-collector"]["ports"]
+    assert "127.0.0.1:4318:4318" in services["otel-collector"]["ports"]
     # Prometheus finds every worker replica at its metrics port.
     prometheus = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     [job] = prometheus["scrape_configs"]
@@ -270,6 +271,9 @@ def test_published_ports_do_not_collide(services: dict[str, dict[str, Any]]) -> 
             assert len(parts) >= 2, f"port {mapping!r} should name its host port"
             host_ports.append(parts[-2])
     assert len(host_ports) == len(set(host_ports))
+    # This machine only: nothing is published on every interface unless someone decides to.
+    published = [str(m) for service in services.values() for m in service.get("ports", [])]
+    assert all(mapping.startswith("127.0.0.1:") for mapping in published), published
     assert {"7233", "8080", "8081", "16686", "9090", "4318"} <= set(host_ports)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import ssl
 import subprocess
 from pathlib import Path
 
@@ -12,11 +14,12 @@ import orjson
 import pytest
 from temporalio.client import Client
 
-from agentcore.web import render_markdown
+from agentcore.web import RunningWebServer, WebServerError, render_markdown, serve_web
 from tests.cli_support import AGENTCORE
+from tests.tls_support import make_pki
 from tests.web_support import Browser, needs_chromium, web_deployment
 
-TOKEN = "correct-horse-battery"
+TOKEN = "Jx3kQ9vYt2LmW8pRz5nB0cHs7fGd4aKe1uXo6iVyTqM"  # 43 base64 characters: 32 random bytes
 
 
 async def read_events(
@@ -166,12 +169,38 @@ async def test_a_browser_signs_in_with_the_token(temporal_client: Client, tmp_pa
             await browser.quit()
 
 
-def test_serving_beyond_loopback_needs_a_token() -> None:
-    result = subprocess.run(
-        [AGENTCORE, "web", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60
-    )
-    assert result.returncode == 2
-    assert "pass --token (or set AGENTCORE_WEB_TOKEN)" in result.stderr
+def test_a_weak_token_is_refused() -> None:
+    for token in ("a", "correct-horse-battery", "0123456789abcdef" * 3):
+        result = subprocess.run(
+            [AGENTCORE, "web", "--host", "0.0.0.0", "--port", "0", "--token", token],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert result.returncode == 2, token
+        assert "the token is too weak" in result.stderr and "secrets.token_urlsafe(32)" in result.stderr
+
+
+async def test_off_loopback_a_token_is_generated(temporal_client: Client) -> None:
+    address = temporal_client.service_client.config.target_host
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE, "--address", address, "web", "--host", "0.0.0.0", "--port", "0",
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "AGENTCORE_WEB_TOKEN": ""},
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        said = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
+        assert said.startswith("web chat token (generated;")
+        token = said.rsplit(": ", 1)[1].strip()
+        assert len(token) >= 43
+        line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
+        assert "?code=" in line and token not in line
+        port = line.split()[3].split("?")[0].rsplit(":", 1)[1].strip("/")
+        async with httpx.AsyncClient(timeout=30) as http:
+            listing = f"http://127.0.0.1:{port}/api/conversations"
+            assert (await http.get(listing)).status_code == 401
+            assert (await http.get(listing, headers={"Authorization": f"Bearer {token}"})).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(process.wait(), 30) == 143
 
 
 async def test_the_web_command_serves_the_chat(temporal_client: Client, tmp_path: Path) -> None:
@@ -183,7 +212,7 @@ async def test_the_web_command_serves_the_chat(temporal_client: Client, tmp_path
     try:
         assert process.stderr is not None
         line = (await asyncio.wait_for(process.stderr.readline(), 60)).decode()
-        assert line.startswith("web chat at http://127.0.0.1:") and f"?token={TOKEN}" in line
+        assert line.startswith("web chat at http://127.0.0.1:") and "?code=" in line and TOKEN not in line
         link = line.split()[3]
         async with httpx.AsyncClient(timeout=30, follow_redirects=True) as http:
             page = await http.get(link)
@@ -278,3 +307,91 @@ def test_highlighted_code_carries_no_markup_from_the_text() -> None:
     html = render_markdown('```python\nx = "</code></pre><script>alert(1)</script>"\n```')
     assert "<script" not in html and "&lt;script&gt;" in html
     assert set(__import__("re").findall(r"<(\w+)", html)) <= {"pre", "code", "span"}
+
+
+async def test_the_printed_link_works_once_and_leaves_a_clean_address(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with web_deployment(temporal_client, tmp_path, token=TOKEN) as web:
+        server = RunningWebServer(
+            "127.0.0.1", int(web.url.rsplit(":", 1)[1]), TOKEN, sign_ins=web.app.state.sign_ins
+        )
+        link = server.link("/c/x")
+        assert "?code=" in link and TOKEN not in link
+        async with httpx.AsyncClient(timeout=30) as http:
+            signed = await http.get(link)
+            assert signed.status_code == 303 and signed.headers["location"] == "/c/x"
+            cookie = signed.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+            assert (await http.get(f"{web.url}/api/conversations")).status_code == 200
+        async with httpx.AsyncClient(timeout=30) as other:
+            again = await other.get(link)  # the same link a second time: the code is spent
+            assert again.status_code == 401 and "used already" in again.text
+            assert (await other.get(f"{web.url}/api/conversations")).status_code == 401
+
+
+@needs_chromium
+async def test_a_browser_opening_the_link_keeps_no_credential_in_its_history(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with web_deployment(temporal_client, tmp_path, token=TOKEN) as web:
+        server = RunningWebServer(
+            "127.0.0.1", int(web.url.rsplit(":", 1)[1]), TOKEN, sign_ins=web.app.state.sign_ins
+        )
+        browser = await Browser.launch()
+        try:
+            await browser.get(server.link("/"))
+            await browser.wait_for("return !document.querySelector('#list-view').hidden", what="the list")
+            assert await browser.js("return location.href") == web.url + "/"
+            history = await browser.call(browser.driver.execute_cdp_cmd, "Page.getNavigationHistory", {})
+            urls = [entry["url"] for entry in history["entries"]]
+            assert urls[-1] == web.url + "/" and not any("code=" in url or TOKEN in url for url in urls), urls
+        finally:
+            await browser.quit()
+
+
+async def test_failed_sign_ins_are_limited_through_every_door(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with (
+        web_deployment(temporal_client, tmp_path, token=TOKEN) as web,
+        httpx.AsyncClient(timeout=30) as http,
+    ):
+        listing = f"{web.url}/api/conversations"
+        doors = [
+            lambda n: http.get(f"{web.url}/?token=wrong{n}"),
+            lambda n: http.post(f"{web.url}/login", data={"token": f"wrong{n}", "next": "/"}),
+            lambda n: http.get(listing, headers={"Authorization": f"Bearer wrong{n}"}),
+            lambda n: http.get(f"{web.url}/c/x?code=made-up-{n}"),
+            lambda n: http.get(listing, headers={"Authorization": f"Bearer wrong{n}"}),
+        ]
+        statuses = [(await door(n)).status_code for n, door in enumerate(doors)]
+        assert statuses == [401, 401, 401, 401, 401]
+        # The sixth failure in the minute, through any door, and even the right token, wait.
+        for attempt in (
+            http.get(f"{web.url}/?token=wrong"),
+            http.post(f"{web.url}/login", data={"token": TOKEN, "next": "/"}),
+            http.get(listing, headers={"Authorization": f"Bearer {TOKEN}"}),
+        ):
+            limited = await attempt
+            assert limited.status_code == 429
+            assert 0 < int(limited.headers["retry-after"]) <= 60
+        # Requests that present no credential are not sign-ins: a signed-in page goes on.
+        assert (await http.get(f"{web.url}/static/app.js")).status_code == 200
+
+
+async def test_https_with_a_certificate(temporal_client: Client, tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    async with web_deployment(temporal_client, tmp_path) as web:
+        async with serve_web(
+            web.app, port=0, tls_cert=str(pki.server_cert), tls_key=str(pki.server_key)
+        ) as server:
+            assert server.url.startswith("https://")
+            async with httpx.AsyncClient(
+                timeout=30, verify=ssl.create_default_context(cafile=str(pki.ca_cert))
+            ) as http:
+                page = await http.get(server.url + "/api/config")
+                assert page.status_code == 200 and page.headers["x-frame-options"] == "DENY"
+        with pytest.raises(WebServerError, match="both --tls-cert and --tls-key"):
+            async with serve_web(web.app, port=0, tls_cert=str(pki.server_cert)):
+                pass

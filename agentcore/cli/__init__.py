@@ -385,6 +385,12 @@ def build_parser() -> argparse.ArgumentParser:
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=8081)
     codec.add_argument("--origin", action="append", help="allowed UI origin (repeatable; '*' for any)")
+    codec.add_argument(
+        "--token",
+        default=os.environ.get("AGENTCORE_CODEC_TOKEN"),
+        help="the token callers send (AGENTCORE_CODEC_TOKEN; generated when not given): "
+        "Authorization: Bearer, X-Codec-Token, or the endpoint http://HOST:PORT/TOKEN",
+    )
     return parser
 
 

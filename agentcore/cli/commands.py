@@ -266,9 +266,20 @@ async def cmd_codec_server(args: argparse.Namespace) -> int:
         raise CliError(str(err), exit_code=2) from None
     if codec is None:
         raise CliError(f"{ENCRYPTION_KEY_ENV} is not set: nothing to decode", exit_code=2)
-    server = CodecServer(codec, host=args.host, port=args.port, origins=args.origin or DEFAULT_ORIGINS)
+    token = args.token or None
+    if token is not None:
+        from ..web.security import weak_token_problem
+
+        problem = weak_token_problem(token)
+        if problem:
+            raise CliError(problem, exit_code=2)
+    server = CodecServer(
+        codec, host=args.host, port=args.port, origins=args.origin or DEFAULT_ORIGINS, token=token
+    )
     server.start()
-    cli_logger().info(f"codec server on {server.url} (POST /decode, /encode)")
+    cli_logger().info(f"codec server on {server.url} (POST /decode, /encode; token required)")
+    if token is None:
+        cli_logger().info(f"generated token; the UI's codec endpoint: {server.endpoint}")
     try:
         await asyncio.Event().wait()
     finally:

@@ -38,6 +38,7 @@ from .commands import CliError
 
 if TYPE_CHECKING:
     from ..mcp import MCPServerSpec
+    from ..web import RunningWebServer
 
 DEMO_MODEL_ID = "cellar-demo"
 DEFAULT_DEMO_PORT = 8765
@@ -119,9 +120,9 @@ def _codec_server(port: int) -> Iterator[str | None]:
     from ..temporal.codec_server import CodecServer
 
     server = CodecServer(codec, port=port).start()
-    _progress(f"payload encryption on; UI codec server at {server.url}")
+    _progress(f"payload encryption on; UI codec server at {server.url} (the UI is given its token)")
     try:
-        yield server.url
+        yield server.endpoint
     finally:
         server.stop()
 
@@ -225,9 +226,9 @@ async def run_dev(args: argparse.Namespace) -> int:
             _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
             agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
             scripted = bool(args.demo_script or args.once)
-            web_link = None
+            web_server = None
             if not (args.no_web or scripted):
-                web_link = await stack.enter_async_context(_web_chat(args, agents, model, ui_url))
+                web_server = await stack.enter_async_context(_web_chat(args, agents, model, ui_url))
             if args.no_chat:
                 _progress("serving until Ctrl-C")
                 await asyncio.Event().wait()
@@ -237,8 +238,8 @@ async def run_dev(args: argparse.Namespace) -> int:
             agent = await attach_or_start(agents, session_id, model, extra_tools)
             ui_link = f"  ({ui_url}/namespaces/{client.namespace}/workflows/{session_id})" if ui_url else ""
             _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
-            if web_link is not None:
-                _progress(f"this conversation in the browser: {_chat_link(web_link, session_id)}")
+            if web_server is not None:
+                _progress(f"this conversation in the browser: {web_server.link(f'/c/{session_id}')}")
             pretty = pretty_output(args)
             if scripted:
                 lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
@@ -253,7 +254,7 @@ async def run_dev(args: argparse.Namespace) -> int:
 @contextlib.asynccontextmanager
 async def _web_chat(
     args: argparse.Namespace, agents: AgentClient, model: Model, temporal_ui_url: str | None
-) -> AsyncIterator[str | None]:
+) -> AsyncIterator[RunningWebServer | None]:
     """The web chat beside the terminal one; a port in use costs only the web chat (with a warning)."""
     from .web import serving_web
 
@@ -264,20 +265,15 @@ async def _web_chat(
         )
 
     async with contextlib.AsyncExitStack() as stack:
-        link: str | None = None
+        server: RunningWebServer | None = None
         try:
-            link = await stack.enter_async_context(
+            server = await stack.enter_async_context(
                 serving_web(args, agents, resolve_model, model, list(DEMO_TOOL_NAMES), temporal_ui_url)
             )
-            _progress(f"web chat at {link}")
+            _progress(f"web chat at {server.link()}")
         except CliError as err:
             _progress(f"no web chat: {err}")
-        yield link
-
-
-def _chat_link(link: str, session_id: str) -> str:
-    base, _, query = link.partition("?")
-    return f"{base.rstrip('/')}/c/{session_id}" + (f"?{query}" if query else "")
+        yield server
 
 
 async def attach_or_start(

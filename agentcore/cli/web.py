@@ -9,12 +9,16 @@ import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from ..client import AgentClient
 from ..demo import DEMO_SYSTEM_PROMPT
 from ..model import Model
 from ..providers.catalog import MODELS
 from .commands import CliError, agents_for
+
+if TYPE_CHECKING:
+    from ..web import RunningWebServer
 
 DEFAULT_WEB_PORT = 8780
 
@@ -38,7 +42,25 @@ def add_web_options(parser: argparse.ArgumentParser, *, port_flags: tuple[str, .
     parser.add_argument(
         "--token",
         default=os.environ.get("AGENTCORE_WEB_TOKEN"),
-        help="the web chat's access token (AGENTCORE_WEB_TOKEN); required off loopback",
+        help="the web chat's access token (AGENTCORE_WEB_TOKEN; 32 random bytes' worth at least); "
+        "one is generated when none is given off loopback",
+    )
+    # ``agentcore web --tls-cert/--tls-key`` are the page's HTTPS (the Temporal client's mTLS files
+    # go before the command, or in TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH); ``dev`` names them
+    # ``--web-tls-cert/--web-tls-key``, as its other web flags.
+    web_command = "--port" in port_flags
+    https = parser.add_argument_group("HTTPS", conflict_handler="resolve") if web_command else parser
+    https.add_argument(
+        *(("--tls-cert",) if web_command else ()),
+        "--web-tls-cert",
+        dest="web_tls_cert",
+        help="serve the web chat over HTTPS with this PEM certificate (with its key)",
+    )
+    https.add_argument(
+        *(("--tls-key",) if web_command else ()),
+        "--web-tls-key",
+        dest="web_tls_key",
+        help="the HTTPS certificate's PEM private key",
     )
 
 
@@ -52,6 +74,27 @@ def model_suggestions(default: Model) -> list[str]:
     return [first, *(spec for spec in catalog if spec != first)]
 
 
+def web_token(args: argparse.Namespace) -> str | None:
+    """``--token``, checked; off loopback without one, a new one (said once on stderr: it signs a
+    browser in on another machine, where the printed one-time link may not be opened)."""
+    from ..web import WebServerError, check_exposure, is_loopback
+    from ..web.security import generate_token
+
+    token: str | None = args.token or None
+    if token is None and not is_loopback(args.web_host):
+        token = generate_token()
+        print(
+            f"web chat token (generated; pass --token or set AGENTCORE_WEB_TOKEN to choose one): {token}",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        check_exposure(args.web_host, token)
+    except WebServerError as err:
+        raise CliError(str(err), exit_code=2) from None
+    return token
+
+
 @asynccontextmanager
 async def serving_web(
     args: argparse.Namespace,
@@ -60,10 +103,11 @@ async def serving_web(
     default_model: Model,
     tools: list[str],
     temporal_ui_url: str | None,
-) -> AsyncIterator[str]:
-    """Serve the web chat for ``agents`` while the block runs; yields the address to open."""
+) -> AsyncIterator[RunningWebServer]:
+    """Serve the web chat for ``agents`` while the block runs; yields the server (``link()``)."""
     from ..web import WebServerError, WebSettings, create_app, serve_web
 
+    args.token = web_token(args)  # checked (again: a generated one passes) or generated
     settings = WebSettings(
         resolve_model=resolve_model,
         models=model_suggestions(default_model),
@@ -73,24 +117,25 @@ async def serving_web(
         temporal_ui_url=temporal_ui_url,
     )
     serving = serve_web(
-        create_app(agents, settings), host=args.web_host, port=args.web_port, token=settings.token
+        create_app(agents, settings),
+        host=args.web_host,
+        port=args.web_port,
+        token=settings.token,
+        tls_cert=args.web_tls_cert,
+        tls_key=args.web_tls_key,
     )
     async with contextlib.AsyncExitStack() as stack:
         try:
             server = await stack.enter_async_context(serving)
         except WebServerError as err:
             raise CliError(str(err), exit_code=2) from None
-        yield server.link()
+        yield server
 
 
 async def cmd_web(args: argparse.Namespace) -> int:
-    from ..web import WebServerError, check_exposure
     from .dev import DEMO_TOOL_NAMES, choose_model
 
-    try:
-        check_exposure(args.web_host, args.token)  # before connecting: a refusal should be instant
-    except WebServerError as err:
-        raise CliError(str(err), exit_code=2) from None
+    args.token = web_token(args)  # before connecting: a refusal should be instant
     agents = await agents_for(args)
 
     def resolve_model(spec: str) -> Model:
@@ -101,10 +146,10 @@ async def cmd_web(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise CliError(str(err), exit_code=2) from None
     tools = list(args.tool or DEMO_TOOL_NAMES)
-    async with serving_web(args, agents, resolve_model, default_model, tools, args.temporal_ui) as link:
-        print(f"web chat at {link} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    async with serving_web(args, agents, resolve_model, default_model, tools, args.temporal_ui) as server:
+        print(f"web chat at {server.link()} (Ctrl-C stops it)", file=sys.stderr, flush=True)
         await asyncio.Event().wait()
     return 0
 
 
-__all__ = ["DEFAULT_WEB_PORT", "add_web_options", "cmd_web", "model_suggestions", "serving_web"]
+__all__ = ["DEFAULT_WEB_PORT", "add_web_options", "cmd_web", "model_suggestions", "serving_web", "web_token"]

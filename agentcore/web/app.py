@@ -46,7 +46,7 @@ from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
 from ..state import AgentOptions
 from .markdown import render_markdown
-from .security import Guard
+from .security import Guard, SignIns
 from .views import event_view, queued_view, state_view
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -448,7 +448,9 @@ def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(Guard, token=settings.token)
+    # The sign-in codes the server's printed links carry (``RunningWebServer.link``) are these.
+    app.state.sign_ins = SignIns()
+    app.add_middleware(Guard, token=settings.token, sign_ins=app.state.sign_ins)
     return app
 
 
