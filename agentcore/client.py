@@ -733,6 +733,20 @@ class DurableAgent:
         request = DeleteScheduleRequest(id=request_id, schedule_id=schedule_id)
         await self._update(UPDATE_DELETE_SCHEDULE, request, request_id)
 
+    async def terminate(self, reason: str | None = None) -> None:
+        """End the conversation for good, deleting its schedules first (its session file stays:
+        ``AgentClient.recover`` starts it again). To stop a turn, ``abort`` instead."""
+        for item in await self.list_schedules():
+            try:
+                await self.client.get_schedule_handle(item.id).delete()
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+        try:
+            await self.handle.terminate(reason=reason or "terminated")
+        except RPCError as err:
+            raise self._map_rpc(err) from None
+
     # ------------------------------------------------------------------------------- queries
 
     async def get_state(self) -> DurableState:

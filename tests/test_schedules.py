@@ -88,6 +88,21 @@ async def test_a_terminated_conversations_schedule_deletes_itself(
         assert not gone
 
 
+async def test_terminate_deletes_the_schedules_at_once(
+    temporal_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with running_worker(temporal_client, tmp_path, echo_model()) as h:
+        agent = await h.agents.start("sched-end", AgentOptions(model=scripted_model()))
+        item = await agent.schedule("hourly", every="1h")
+        address = temporal_client.service_client.config.target_host
+        base = ["--address", address, "--task-queue", h.task_queue, "--sessions-dir", str(h.sessions_dir)]
+        assert await run([*base, "terminate", "sched-end", "--reason", "done with it"]) == 0
+        assert not await schedule_exists(temporal_client, item.id)  # not an hour later
+        description = await agent.handle.describe()
+        assert description.status is not None and description.status.name == "TERMINATED"
+        assert await run([*base, "terminate", "sched-end"]) == 3  # AGENT_NOT_FOUND: nothing runs
+
+
 async def test_the_cli_makes_lists_and_deletes_schedules(
     temporal_client: Client, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,6 +9,7 @@
     agentcore clear SESSION [--steering | --follow-up]   drop queued messages (both queues by default)
     agentcore state SESSION             status, model, messages, queues, usage, pending wake-ups
     agentcore schedule SESSION --every 1h|--cron EXPR TEXT, --list, --delete ID   recurring messages
+    agentcore terminate SESSION         end a conversation for good (and its schedules)
     agentcore events SESSION [--follow] [--from N]
     agentcore sessions                  every conversation, with status, model, messages and cost
     agentcore recover PATH              a new conversation from a JSONL session file
@@ -52,6 +53,7 @@ from .commands import (
     cmd_sessions,
     cmd_state,
     cmd_steer,
+    cmd_terminate,
 )
 from .dev import DEFAULT_DEMO_PORT, run_dev, run_worker
 from .tree import add_tree_commands
@@ -359,6 +361,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--list", action="store_true", help="the conversation's schedules, with their next times"
     )
     when.add_argument("--delete", metavar="ID", help="delete one of the conversation's schedules")
+
+    terminate = command(
+        "terminate",
+        cmd_terminate,
+        "end a conversation for good, deleting its schedules (recover it from its session file)",
+    )
+    terminate.add_argument("session")
+    terminate.add_argument("--reason")
 
     events = command("events", cmd_events, "a conversation's events as JSON lines, with offsets")
     events.add_argument("session")

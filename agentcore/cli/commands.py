@@ -138,6 +138,13 @@ async def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_terminate(args: argparse.Namespace) -> int:
+    agent = await attached(args)
+    await agent.terminate(args.reason)
+    cli_logger().info(f"terminated {agent.session_id}; recover it with: agentcore recover PATH")
+    return 0
+
+
 async def cmd_events(args: argparse.Namespace) -> int:
     """JSON lines ``{"offset": N, "event": {...}}``; rerun with ``--from N+1`` to resume."""
     agent = await attached(args)
