@@ -65,7 +65,7 @@ from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .schedules import ScheduleHandlers
 from .state import _failure
-from .subagents import ParentProgress, serve_as_subagent
+from .subagents import SUBAGENT_ABORT_REASON, ParentProgress
 from .tree import TreeHandlers
 from .wakeups import WakeupHandlers
 
@@ -147,9 +147,26 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None
     ) -> AgentToolResult | None:
         if inp.subagent is not None:
-            return await serve_as_subagent(self, inp)
+            return await self.serve_as_subagent(inp)
         await self.serve(inp)
         return None
+
+    async def serve_as_subagent(self, inp: ConversationInput) -> AgentToolResult:
+        """The child's workflow: serve the conversation until its one run ended, turning a cancellation
+        (the parent's abort, or the parent closing) into an abort of that run.
+
+        The conversation runs in a task of its own: a workflow's cancellation reaches only its main
+        task, so the run is not cut off where it stands; it ends the way an abort ends it."""
+        body = asyncio.create_task(self.serve(inp))
+        while not body.done():
+            try:
+                await workflow.wait_condition(body.done)
+            except asyncio.CancelledError:
+                self.abort_run(SUBAGENT_ABORT_REASON)
+        await body
+        outcome = self.subagent_outcome
+        assert outcome is not None  # ``serve`` returns once the run ended
+        return outcome
 
     async def serve(self, inp: ConversationInput) -> None:
         """The conversation: runs as they come, the session file written, continue-as-new when due.

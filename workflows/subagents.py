@@ -7,7 +7,7 @@ queries, steering and abort are answered at once, and the Web UI shows the child
 A worker that restarts replays the start from the history (ChildWorkflowExecutionStarted) instead
 of starting another child; the id would refuse a second one anyway.
 
-The child (``serve_as_subagent``) runs its task once, writes its session file (whose metadata names
+The child (``ConversationWorkflow.serve_as_subagent``) runs its task once, writes its session file (whose metadata names
 the parent) and returns the call's result. Its progress (turns, tool calls) reaches the parent's
 subscribers as ``tool_execution_update`` events, sent as ``activity_events`` signals, the way a tool
 activity sends its progress (``ParentProgress``). The parent's abort cancels the child with
@@ -52,7 +52,6 @@ from .state import now_ms
 if TYPE_CHECKING:
     from agentcore.runtime import AbortSignal
 
-    from .conversation import ConversationWorkflow
     from .state import ConversationState
 
 SUBAGENT_ABORT_REASON = "the parent conversation was aborted"
@@ -153,24 +152,6 @@ async def run_subagent(
         remove()
         del conversation.subagents_waiting[child_id]
         conversation._set_details()
-
-
-async def serve_as_subagent(conversation: ConversationWorkflow, inp: ConversationInput) -> AgentToolResult:
-    """The child's workflow: serve the conversation until its one run ended, turning a cancellation
-    (the parent's abort, or the parent closing) into an abort of that run.
-
-    The conversation runs in a task of its own: a workflow's cancellation reaches only its main
-    task, so the run is not cut off where it stands; it ends the way an abort ends it."""
-    body = asyncio.create_task(conversation.serve(inp))
-    while not body.done():
-        try:
-            await workflow.wait_condition(body.done)
-        except asyncio.CancelledError:
-            conversation.abort_run(SUBAGENT_ABORT_REASON)
-    await body
-    outcome = conversation.subagent_outcome
-    assert outcome is not None  # ``serve`` returns once the run ended
-    return outcome
 
 
 class ParentProgress:
