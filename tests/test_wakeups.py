@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from agentcore import Agent, AgentError, AgentOptions, wakeup_tool
@@ -155,9 +156,11 @@ async def test_durable_wakeup_fires_runs_and_is_listed(temporal_client: Client, 
         [pending] = state.wakeups
         assert (pending.id, pending.note) == (wakeup_id, "check the deploy")
         assert state.messages == []
-        # Waiting is a timer: no activity in flight.
+        # Waiting is a timer: no activity in flight; the Web UI's current details name the wait.
         description = await agent.handle.describe()
         assert not description.raw_description.pending_activities
+        metadata = await agent.handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert "next wake-up" in metadata.current_details and "1 pending" in metadata.current_details
         state = await eventually(agent.get_state, lambda s: len(s.messages) == 2)
         assert state.wakeups == []
         [note] = user_texts(state.messages)
