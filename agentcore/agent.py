@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .approvals import STEERED_REASON, ApprovalGate, PendingApproval
 from .compaction import CompactionSettings, compact_messages
 from .errors import (
     AgentBusyError,
@@ -129,6 +130,7 @@ class Agent:
         self._steering_queue: list[Message] = []
         self._follow_up_queue: list[Message] = []
         self._signal: AbortSignal | None = None
+        self._approvals = ApprovalGate()
         self._idle = asyncio.Event()
         self._idle.set()
         # Wake-ups: asyncio timers, gone with the process (the durable runtime's are workflow timers).
@@ -148,6 +150,7 @@ class Agent:
                 "messages": list(self._state.messages),
                 "pending_tool_calls": set(self._state.pending_tool_calls),
                 "wakeups": sorted(self._wakeups.values(), key=lambda wakeup: wakeup.due_at),
+                "pending_approvals": self._approvals.pending(),
             }
         )
 
@@ -238,9 +241,11 @@ class Agent:
         await self._run(None)
 
     def steer(self, message: str | Message | dict[str, Any]) -> None:
-        """Queue a message for the running agent; it is delivered after the current turn's tools."""
+        """Queue a message for the running agent; it is delivered after the current turn's tools.
+        Tool calls waiting for approval are denied: the user said something else instead."""
         self._steering_queue.append(self._queued_message(message))
         self._count_messages(1)
+        self._approvals.deny_all(STEERED_REASON)
 
     def follow_up(self, message: str | Message | dict[str, Any]) -> None:
         """Queue a message for when the agent would otherwise stop."""
@@ -259,6 +264,23 @@ class Agent:
 
     def has_queued_messages(self) -> bool:
         return bool(self._steering_queue or self._follow_up_queue)
+
+    def pending_approvals(self) -> list[PendingApproval]:
+        """Tool calls waiting for a person (tools with ``requires_approval``), oldest first."""
+        return self._approvals.pending()
+
+    def approve(self, tool_call_id: str, args: dict[str, Any] | None = None) -> None:
+        """Let a waiting tool call run; with ``args`` it runs with those instead of the model's.
+
+        Raises ``ApprovalNotFoundError`` (no such call waits), ``ApprovalAlreadyResolvedError`` (it
+        was decided otherwise) or ``InvalidParametersError`` (``args`` fail the tool's parameters).
+        Approving again the same way is a no-op."""
+        self._approvals.approve(tool_call_id, args)
+
+    def deny(self, tool_call_id: str, reason: str = "") -> None:
+        """Refuse a waiting tool call: its result is a ``TOOL_DENIED`` error the model reads, with
+        ``reason``. Raises as ``approve`` does."""
+        self._approvals.deny(tool_call_id, reason)
 
     def abort(self) -> None:
         """Stop the active run: the model call ends with ``stop_reason="aborted"`` (partial text kept),
@@ -433,6 +455,7 @@ class Agent:
             max_concurrent_tools=self.limits.max_concurrent_tools,
             compact_context=self._compact_context,
             activate_tools=self._activate_tools,
+            approvals=self._approvals,
         )
         try:
             if prompts is None:

@@ -38,6 +38,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from .approvals import PendingApproval, undecided_requests
 from .compaction import CompactionSettings
 from .errors import EXECUTION_ABORTED, AgentError, AgentNotFoundError, ValidationError
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
@@ -57,6 +58,8 @@ from .protocol import (
     WORKFLOW_NAME,
     AbortRequest,
     Accepted,
+    ApprovalsState,
+    ApproveRequest,
     BranchRequest,
     BranchResult,
     ClearQueuesRequest,
@@ -65,6 +68,7 @@ from .protocol import (
     ConversationConfig,
     ConversationInput,
     ConversationLimits,
+    DenyRequest,
     DurableState,
     LabelRequest,
     MessagesPage,
@@ -90,7 +94,13 @@ from .schedules import (
     parse_every,
 )
 from .search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
-from .session import JsonlSessionStorage, SessionPaths, SessionStats, check_session_id
+from .session import (
+    GetEntriesOptions,
+    JsonlSessionStorage,
+    SessionPaths,
+    SessionStats,
+    check_session_id,
+)
 from .session.branching import copy_session, fork_session
 from .state import AgentOptions
 from .temporal.connect import ConnectionSettings, ensure_data_converter, search_attribute_keys
@@ -373,6 +383,10 @@ class AgentClient:
             stats = storage.get_session_stats()
             leaf_id = storage.get_leaf_id()
             wakeups = pending_wakeups(storage.find_entries("custom"))
+            # Calls that waited for approval when the file was last written: asked again.
+            undecided = undecided_requests(
+                storage.get_entries(GetEntriesOptions(on_path=True, type="custom"))
+            )
         # Everything is checked before the file is copied: a refused recovery writes nothing, and a
         # header id such as "../../x" can never place the copy outside the sessions directory.
         session_id = check_session_id(session_id or header.id)
@@ -419,11 +433,21 @@ class AgentClient:
             stats=stats,
             import_session_from=None if self.sessions_dir is not None else str(path.resolve()),
             wakeups=wakeups,
+            pending_approvals=_unanswered(undecided, messages),
         )
         agent = await self._start(inp)
         if inp.import_session_from is not None:
             await agent._imported()
         return agent
+
+
+def _unanswered(requests: list[PendingApproval], messages: list[Message]) -> list[PendingApproval]:
+    """The requests for tool calls of the last message (an assistant's) that nothing answered."""
+    last = messages[-1] if messages else None
+    if not isinstance(last, AssistantMessage):
+        return []
+    calls = {call.id for call in last.tool_calls}
+    return [request for request in requests if request.tool_call_id in calls]
 
 
 # How long an update keeps being resent while the server refuses it for a failed workflow task.
@@ -655,6 +679,27 @@ class DurableAgent:
         item = QueuedMessage(id=id or _new_id(), message=user_messages(message)[0])
         await self._signal("follow_up", item)
         return item.id
+
+    async def approve(self, tool_call_id: str, args: dict[str, Any] | None = None) -> Accepted:
+        """Let a tool call waiting for approval run; with ``args`` it runs with those instead.
+
+        Refused before anything is written: ``ApprovalNotFoundError`` (no such call waits),
+        ``ApprovalAlreadyResolvedError`` (decided otherwise), ``InvalidParametersError`` (``args``
+        fail the tool's schema). Approving again the same way answers ``status="duplicate"``."""
+        request_id = _new_id()
+        request = ApproveRequest(id=request_id, tool_call_id=tool_call_id, args=args)
+        return await self._update("approve", request, request_id)
+
+    async def deny(self, tool_call_id: str, reason: str = "") -> Accepted:
+        """Refuse a tool call waiting for approval: its result is a ``TOOL_DENIED`` error the model
+        reads, with ``reason``. Refused as ``approve`` is."""
+        request_id = _new_id()
+        request = DenyRequest(id=request_id, tool_call_id=tool_call_id, reason=reason)
+        return await self._update("deny", request, request_id)
+
+    async def pending_approvals(self) -> list[PendingApproval]:
+        """The tool calls waiting for a person, oldest first."""
+        return (await self._query("get_approvals", None, ApprovalsState)).pending
 
     async def abort(self, reason: str | None = None) -> None:
         await self._signal("abort", AbortRequest(id=_new_id(), reason=reason))

@@ -11,6 +11,8 @@ with ``is_error=True``. Only misuse raises::
     ├── ToolNotFoundError           TOOL_NOT_FOUND: a tool name nobody registered
     ├── ToolUnavailableError        TOOL_UNAVAILABLE: a tool's server is down or died mid-call (retryable)
     ├── InvalidParametersError      INVALID_PARAMETERS: arguments fail the tool's schema
+    ├── ApprovalNotFoundError       APPROVAL_NOT_FOUND: no tool call with that id waits for a decision
+    ├── ApprovalAlreadyResolvedError APPROVAL_ALREADY_RESOLVED: the call was decided already (otherwise)
     ├── ValidationError             VALIDATION_ERROR: a value breaks a SPEC-8 rule (names the field)
     ├── RateLimitError              RATE_LIMITED: over a SPEC-9 limit; nothing was accepted
     ├── CompactionError             COMPACTION_FAILED: the summary model call failed, was aborted or empty
@@ -52,6 +54,12 @@ EXECUTION_TIMEOUT = "EXECUTION_TIMEOUT"
 EXECUTION_ABORTED = "EXECUTION_ABORTED"
 TOOL_NOT_SUPPORTED = "TOOL_NOT_SUPPORTED"
 INVALID_PARAMETERS = "INVALID_PARAMETERS"
+# Tool approvals (``agentcore.approvals``): refusals of approve / deny, and the results of calls that
+# never ran because a person said no or did not answer in time.
+APPROVAL_NOT_FOUND = "APPROVAL_NOT_FOUND"
+APPROVAL_ALREADY_RESOLVED = "APPROVAL_ALREADY_RESOLVED"
+TOOL_DENIED = "TOOL_DENIED"
+APPROVAL_TIMEOUT = "APPROVAL_TIMEOUT"
 # agentcore's own
 VALIDATION_ERROR = "VALIDATION_ERROR"
 RATE_LIMITED = "RATE_LIMITED"
@@ -137,6 +145,14 @@ class ToolUnavailableError(AgentError):
 
 class InvalidParametersError(AgentError):
     code = INVALID_PARAMETERS
+
+
+class ApprovalNotFoundError(AgentError):
+    code = APPROVAL_NOT_FOUND
+
+
+class ApprovalAlreadyResolvedError(AgentError):
+    code = APPROVAL_ALREADY_RESOLVED
 
 
 class ValidationError(AgentError):
@@ -256,6 +272,8 @@ _BY_CODE: dict[str, type[AgentError]] = {
         AgentNotFoundError,
         ToolNotFoundError,
         InvalidParametersError,
+        ApprovalNotFoundError,
+        ApprovalAlreadyResolvedError,
         ValidationError,
         RateLimitError,
         CompactionError,

@@ -6,7 +6,8 @@ Provider stream events follow pi-ai: ``start``, ``text_start|delta|end``, ``thin
 
 Agent events are SPEC-5.1's eight plus ``message_update`` (a streaming delta) and
 ``tool_execution_update`` (``on_update`` progress) and ``llm_retry`` (a retried model call: a UI
-drops the failed attempt's partial text), and ``compaction_start``/``compaction_end`` around an
+drops the failed attempt's partial text), ``tool_approval_requested``/``tool_approval_resolved``
+around a call that waits for a person, ``compaction_start``/``compaction_end`` around an
 automatic or manual compaction (``agentcore.compaction``), and ``wakeup_scheduled`` /
 ``wakeup_fired`` / ``wakeup_cancelled`` for wake-ups (``agentcore.wakeups``).
 """
@@ -181,6 +182,31 @@ class ToolExecutionEndEvent(WireModel):
     is_error: bool = False
 
 
+ApprovalDecisionKind = Literal["approved", "edited", "denied", "expired", "aborted"]
+
+
+class ToolApprovalRequestedEvent(WireModel):
+    """A call of a tool that ``requires_approval`` waits for a person (after its
+    ``tool_execution_start``); ``expires_at`` (ms since the epoch) is when it times out, if ever."""
+
+    type: Literal["tool_approval_requested"] = "tool_approval_requested"
+    tool_call_id: str
+    tool_name: str
+    args: Any = None
+    expires_at: int | None = None
+
+
+class ToolApprovalResolvedEvent(WireModel):
+    """The wait ended: ``approved``, ``edited`` (runs with ``args``), ``denied`` (with ``reason``),
+    ``expired`` or ``aborted``."""
+
+    type: Literal["tool_approval_resolved"] = "tool_approval_resolved"
+    tool_call_id: str
+    decision: ApprovalDecisionKind
+    args: Any = None
+    reason: str = ""
+
+
 class LlmRetryEvent(WireModel):
     """A model call is being retried: discard the partial text streamed by the failed attempt."""
 
@@ -262,6 +288,8 @@ AgentEvent = Annotated[
     | ToolExecutionStartEvent
     | ToolExecutionUpdateEvent
     | ToolExecutionEndEvent
+    | ToolApprovalRequestedEvent
+    | ToolApprovalResolvedEvent
     | LlmRetryEvent
     | CompactionStartEvent
     | CompactionEndEvent

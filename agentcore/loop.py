@@ -32,7 +32,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .errors import EXECUTION_ERROR, TOOL_CALL_TRUNCATED, TOOL_NOT_FOUND, InvalidMessageRoleError
+from .approvals import ApprovalGate, PendingApproval
+from .errors import (
+    APPROVAL_TIMEOUT,
+    EXECUTION_ERROR,
+    TOOL_CALL_TRUNCATED,
+    TOOL_DENIED,
+    TOOL_NOT_FOUND,
+    InvalidMessageRoleError,
+)
 from .events import (
     AgentEndEvent,
     AgentEvent,
@@ -40,6 +48,8 @@ from .events import (
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
+    ToolApprovalRequestedEvent,
+    ToolApprovalResolvedEvent,
     ToolExecutionEndEvent,
     ToolExecutionStartEvent,
     ToolExecutionUpdateEvent,
@@ -60,7 +70,7 @@ from .messages import (
 from .model import Model, ThinkingLevel, ToolExecutionMode
 from .runtime import AbortSignal, LlmContext, Runtime, StreamFn, StreamOptions
 from .state import MAX_CONCURRENT_TOOL_CALLS, ConvertToLlm, GetApiKey, TransformContext
-from .tool_exec import aborted_result, error_result
+from .tool_exec import aborted_result, check_arguments, error_result
 from .tools import AgentTool, AgentToolResult, ToolSpec
 
 __all__ = [
@@ -68,6 +78,7 @@ __all__ = [
     "AgentLoopConfig",
     "agent_loop",
     "agent_loop_continue",
+    "agent_loop_resume",
     "default_convert_to_llm",
     "failed_message",
     "skipping_first_poll",
@@ -126,6 +137,9 @@ class AgentLoopConfig:
     should_stop_after_turn: ShouldStopAfterTurn | None = None
     compact_context: CompactContext | None = None
     activate_tools: ActivateTools | None = None
+    # Where calls of tools that ``requires_approval`` wait for a person (the caller's, so that it can
+    # take decisions); None: a gate of the run's own, which only a timeout or the abort releases.
+    approvals: ApprovalGate | None = None
 
 
 def skipping_first_poll(get_messages: GetMessages) -> GetMessages:
@@ -179,6 +193,20 @@ def agent_loop_continue(
     if context.messages[-1].role == "assistant":
         raise InvalidMessageRoleError("Cannot continue from message role: assistant")
     return _Run(context, config, signal, stream_fn).events(None)
+
+
+def agent_loop_resume(
+    context: AgentContext,
+    config: AgentLoopConfig,
+    signal: AbortSignal | None = None,
+    stream_fn: StreamFn | None = None,
+) -> AsyncGenerator[AgentEvent, None]:
+    """Run the tool calls of the context's last assistant message (none answered yet), then go on
+    as a run does: how a conversation recovered while its calls waited for approval asks again."""
+    last = context.messages[-1] if context.messages else None
+    if not isinstance(last, AssistantMessage) or not last.tool_calls:
+        raise InvalidMessageRoleError("Cannot resume: the last message is not an assistant's tool calls")
+    return _Run(context, config, signal, stream_fn).events(None, resume=last)
 
 
 async def stream_assistant_response(
@@ -253,16 +281,19 @@ class _Run:
         self.tools = list(context.tools)
         self.new_messages: list[Message] = []
         self._tool_specs: list[ToolSpec] | None = None
+        self._approvals = config.approvals
 
     # ------------------------------------------------------------------------------------- turns
 
-    async def events(self, prompts: list[Message] | None) -> AsyncGenerator[AgentEvent, None]:
+    async def events(
+        self, prompts: list[Message] | None, resume: AssistantMessage | None = None
+    ) -> AsyncGenerator[AgentEvent, None]:
         yield AgentStartEvent()
         yield TurnStartEvent()
         for prompt in prompts or ():
             for event in self._add_message(prompt):
                 yield event
-        async for event in self._turns():
+        async for event in self._turns(resume):
             yield event
 
     def _add_message(self, message: Message) -> tuple[AgentEvent, AgentEvent]:
@@ -270,9 +301,9 @@ class _Run:
         self.new_messages.append(message)
         return MessageStartEvent(message=message), MessageEndEvent(message=message)
 
-    async def _turns(self) -> AsyncIterator[AgentEvent]:
+    async def _turns(self, resume: AssistantMessage | None = None) -> AsyncIterator[AgentEvent]:
         first_turn = True
-        pending = await self._poll(self.config.get_steering_messages)
+        pending = [] if resume is not None else await self._poll(self.config.get_steering_messages)
         while True:
             has_more_tool_calls = True
             while has_more_tool_calls or pending:
@@ -285,18 +316,21 @@ class _Run:
                         yield event
                 pending = []
 
-                if self.config.compact_context is not None and not self.signal.aborted:
-                    async for event in self._compact(self.config.compact_context):
+                assistant: AssistantMessage | None = resume
+                if resume is not None:
+                    resume = None  # its tool calls run now; the message is in the context already
+                else:
+                    if self.config.compact_context is not None and not self.signal.aborted:
+                        async for event in self._compact(self.config.compact_context):
+                            yield event
+                    async for event in self.stream_response():
                         yield event
-
-                assistant: AssistantMessage | None = None
-                async for event in self.stream_response():
-                    yield event
-                    if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
-                        assistant = event.message
+                        if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+                            assistant = event.message
+                    assert assistant is not None
+                    self.messages.append(assistant)
+                    self.new_messages.append(assistant)
                 assert assistant is not None
-                self.messages.append(assistant)
-                self.new_messages.append(assistant)
 
                 if assistant.stop_reason in ("error", "aborted"):
                     yield TurnEndEvent(message=assistant, tool_results=[])
@@ -536,6 +570,11 @@ class _Run:
             )
         if self.signal.aborted:
             return aborted_result(call.name)
+        if tool.requires_approval:
+            approved = await self._await_approval(call, tool, emit)
+            if isinstance(approved, AgentToolResult):
+                return approved
+            call = approved
 
         settled = False
 
@@ -556,6 +595,54 @@ class _Run:
         finally:
             settled = True
         return result
+
+    async def _await_approval(
+        self, call: ToolCall, tool: AgentTool | ToolSpec, emit: EmitEvent
+    ) -> ToolCall | AgentToolResult:
+        """Check the call's arguments, ask a person, wait: the call to run (its arguments maybe
+        edited), or the result of a call that will not run (invalid, denied, expired, aborted)."""
+        refused = check_arguments(tool, call)
+        if refused is not None:
+            return refused  # nobody is asked to approve a call that cannot run
+        if self._approvals is None:
+            self._approvals = ApprovalGate()
+
+        def requested(pending: PendingApproval) -> None:
+            emit(
+                ToolApprovalRequestedEvent(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    args=call.arguments,
+                    expires_at=pending.expires_at,
+                )
+            )
+
+        decision = await self._approvals.request(
+            tool, call.id, call.arguments, self.runtime.now_ms(), self.signal, requested
+        )
+        kind = decision.decision
+        runs_with = call.arguments if kind == "approved" else decision.args
+        emit(
+            ToolApprovalResolvedEvent(
+                tool_call_id=call.id, decision=kind, args=runs_with, reason=decision.reason
+            )
+        )
+        if kind == "approved":
+            return call
+        if kind == "edited":
+            return call.model_copy(update={"arguments": decision.args})
+        if kind == "denied":
+            why = f": {decision.reason}" if decision.reason else "."
+            return error_result(
+                TOOL_DENIED, f'Tool "{call.name}" was denied by the user{why}', reason=decision.reason
+            )
+        if kind == "expired":
+            return error_result(
+                APPROVAL_TIMEOUT,
+                f'Tool "{call.name}" was not approved within {tool.approval_timeout_seconds:g} s, so it did not run.',
+                timeout_seconds=tool.approval_timeout_seconds,
+            )
+        return aborted_result(call.name)
 
 
 async def _while_running(work: Callable[[EmitEvent], Awaitable[None]]) -> AsyncIterator[AgentEvent]:

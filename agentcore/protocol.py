@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .approvals import PendingApproval
 from .compaction import CompactionSettings
 from .events import CompactionReason
 from .messages import AssistantMessage, Message, UserMessage, WireModel
@@ -40,6 +41,8 @@ UPDATE_WAIT_FOR_IDLE = "wait_for_idle"
 UPDATE_CLEAR_QUEUES = "clear_queues"
 UPDATE_SCHEDULE_WAKEUP = "schedule_wakeup"
 UPDATE_CANCEL_WAKEUP = "cancel_wakeup"
+UPDATE_APPROVE = "approve"
+UPDATE_DENY = "deny"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
@@ -49,6 +52,7 @@ QUERY_STATE = "get_state"
 QUERY_MESSAGES = "get_messages"
 QUERY_STATS = "get_session_stats"
 QUERY_QUEUES = "get_queues"
+QUERY_APPROVALS = "get_approvals"
 # The refusal of a prompt or continue that reached a run continuing as new: the client sends it again
 # (same request id) and the next run takes it.
 ROLLING_OVER = "ROLLING_OVER"
@@ -139,7 +143,9 @@ class QueuedMessage(WireModel):
 
 class PendingRun(WireModel):
     id: str
-    kind: Literal["prompt", "continue"]
+    # ``resume``: run the tool calls of the last assistant message, none answered yet (a conversation
+    # recovered while calls waited for approval), then go on as a run does.
+    kind: Literal["prompt", "continue", "resume"]
     messages: list[Message] = Field(default_factory=list)
     # continue from an assistant tail: the messages came from the steering queue (pi's rule).
     skip_initial_steering_poll: bool = False
@@ -197,6 +203,9 @@ class ConversationInput(WireModel):
     wakeups: list[Wakeup] = Field(default_factory=list)
     # Recurring messages (Temporal Schedules this conversation made; ``agentcore.schedules``).
     schedules: list[RecurringMessage] = Field(default_factory=list)
+    # Tool calls that waited for approval when the conversation was recovered from its file: they
+    # are asked again (keeping their request time and expiry).
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
 
 
 class PromptRequest(WireModel):
@@ -233,6 +242,26 @@ class SetSystemPromptRequest(WireModel):
 class AbortRequest(WireModel):
     id: str = ""
     reason: str | None = None
+
+
+class ApproveRequest(WireModel):
+    """``approve``: let a waiting tool call run; ``args`` (when given) replace the model's."""
+
+    id: str = ""
+    tool_call_id: str
+    args: dict[str, Any] | None = None
+
+
+class DenyRequest(WireModel):
+    id: str = ""
+    tool_call_id: str
+    reason: str = ""
+
+
+class ApprovalsState(WireModel):
+    """``get_approvals``: the tool calls waiting for a person, oldest first."""
+
+    pending: list[PendingApproval] = Field(default_factory=list)
 
 
 class Accepted(WireModel):
@@ -288,7 +317,8 @@ class DurableState(WireModel):
     streaming_message: AssistantMessage | None = None
     pending_tool_calls: list[str] = Field(default_factory=list)
     error_message: str | None = None
-    status: Literal["idle", "running", "aborting"] = "idle"
+    status: Literal["idle", "running", "aborting", "awaiting_approval"] = "idle"
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
     steering_queue_length: int = 0
     follow_up_queue_length: int = 0
     event_offset: int = 0

@@ -23,6 +23,9 @@ AGENT_MODEL: Final = "AgentModel"
 AGENT_STATUS: Final = "AgentStatus"
 AGENT_MESSAGE_COUNT: Final = "AgentMessageCount"
 AGENT_COST_USD: Final = "AgentCostUsd"
+# ``AgentStatus`` values: idle, running, aborting, and this one while tool calls wait for a person
+# (``AgentStatus = "awaiting_approval"`` lists them, in the CLI's ``approvals`` and the Web UI).
+AWAITING_APPROVAL: Final = "awaiting_approval"
 
 SEARCH_ATTRIBUTES: Final[dict[str, SearchAttributeType]] = {
     # Keyword, not Text: these are matched exactly (``AgentModel = "gpt-4o"``), never tokenised.
@@ -39,6 +42,7 @@ __all__ = [
     "AGENT_MODEL",
     "AGENT_SESSION_ID",
     "AGENT_STATUS",
+    "AWAITING_APPROVAL",
     "SEARCH_ATTRIBUTES",
     "SearchAttributeType",
 ]

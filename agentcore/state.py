@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .approvals import PendingApproval
 from .messages import AssistantMessage, Message
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .tools import AgentTool, ToolSpec
@@ -35,6 +36,8 @@ class AgentState(BaseModel):
     error_message: str | None = None
     # Pending wake-ups, soonest first (``schedule_wakeup``, ``wakeup_tool``).
     wakeups: list[Wakeup] = Field(default_factory=list)
+    # Tool calls waiting for a person to approve them (tools with ``requires_approval``).
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
 
 
 class AgentOptions(BaseModel):

@@ -32,7 +32,9 @@ from .runtime import AbortSignal
 from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult, ToolSpec
 
 __all__ = [
+    "check_arguments",
     "check_arguments_by_schema",
+    "edited_arguments_problem",
     "error_result",
     "execute_tool",
     "execute_tool_with_timeout",
@@ -137,6 +139,23 @@ def _is_async_callable(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
 
 
+def _prepared_arguments(tool: AgentTool, arguments: Any) -> tuple[Any, AgentToolResult | None]:
+    """``prepare_arguments``, then validation: the arguments ``execute`` receives, or the
+    INVALID_PARAMETERS result of a call that cannot run."""
+    if tool.prepare_arguments is not None:
+        try:
+            arguments = tool.prepare_arguments(arguments)
+        except Exception as exc:
+            refused = error_result(
+                INVALID_PARAMETERS, f'prepare_arguments of tool "{tool.name}" failed: {exc}'
+            )
+            return None, refused
+    try:
+        return validate_arguments(tool, arguments), None
+    except _InvalidArguments as exc:
+        return None, _invalid_parameters_result(tool.name, arguments, exc.problems)
+
+
 async def execute_tool(
     tool: AgentTool, call: ToolCall, signal: AbortSignal, on_update: OnUpdate
 ) -> AgentToolResult:
@@ -145,16 +164,9 @@ async def execute_tool(
     if signal.aborted:
         return aborted_result(tool.name)
 
-    arguments: Any = call.arguments
-    if tool.prepare_arguments is not None:
-        try:
-            arguments = tool.prepare_arguments(arguments)
-        except Exception as exc:
-            return error_result(INVALID_PARAMETERS, f'prepare_arguments of tool "{tool.name}" failed: {exc}')
-    try:
-        validated = validate_arguments(tool, arguments)
-    except _InvalidArguments as exc:
-        return _invalid_parameters_result(tool.name, arguments, exc.problems)
+    validated, refused = _prepared_arguments(tool, call.arguments)
+    if refused is not None:
+        return refused
 
     # Progress after the tool settled would describe a call that is already over: drop it.
     settled = False
@@ -264,3 +276,30 @@ async def execute_tool_with_timeout(
         )
     finally:
         remove()
+
+
+def check_arguments(tool: AgentTool | ToolSpec, call: ToolCall) -> AgentToolResult | None:
+    """The INVALID_PARAMETERS result ``call`` would get, or None: what can be checked where the call
+    is scheduled, before a person is asked to approve it. An ``AgentTool`` runs its
+    ``prepare_arguments`` and validation here; a durable conversation's ``ToolSpec`` its JSON schema
+    when that alone decides (``schema_checks_arguments``; otherwise its activity checks them)."""
+    if isinstance(tool, ToolSpec):
+        return check_arguments_by_schema(tool, call)
+    return _prepared_arguments(tool, call.arguments)[1]
+
+
+def edited_arguments_problem(tool: AgentTool | ToolSpec, arguments: Any) -> str | None:
+    """Why arguments a person edited cannot replace the model's (None: they can). Pure: a workflow's
+    update validator calls it. A ``ToolSpec`` is checked against its JSON schema, an ``AgentTool`` as
+    its call would be (``prepare_arguments``, then its parameters)."""
+    if not isinstance(arguments, dict):
+        return f"edited arguments must be a JSON object, not {type(arguments).__name__}"
+    if isinstance(tool, ToolSpec):
+        spec = tool.model_copy(update={"schema_checks_arguments": True})
+        refused = check_arguments_by_schema(spec, ToolCall(id="edited", name=tool.name, arguments=arguments))
+    else:
+        refused = check_arguments(tool, ToolCall(id="edited", name=tool.name, arguments=arguments))
+    if refused is None:
+        return None
+    text = refused.content[0].text if refused.content else INVALID_PARAMETERS  # type: ignore[union-attr]
+    return text.removeprefix(f"{INVALID_PARAMETERS}: ")

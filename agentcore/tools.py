@@ -85,6 +85,10 @@ class _ToolFields(BaseModel):
     # A tool the conversation carries out itself instead of calling ``execute`` (durably: in the
     # workflow, no activity): "wakeup" (``agentcore.wakeups.wakeup_tool``).
     runtime_tool: Literal["wakeup"] | None = None
+    # A person approves (or edits, or denies) each call before it runs (``agentcore.approvals``);
+    # unanswered for ``approval_timeout_seconds`` (None: no limit) it ends as APPROVAL_TIMEOUT.
+    requires_approval: bool = False
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
 
     @field_validator("name")
     @classmethod
@@ -161,6 +165,8 @@ class AgentTool(_ToolFields):
             retry_safe=self.retry_safe,
             subagent=self.subagent,
             runtime_tool=self.runtime_tool,
+            requires_approval=self.requires_approval,
+            approval_timeout_seconds=self.approval_timeout_seconds,
             schema_checks_arguments=self.prepare_arguments is None
             and (self.parameters is None or isinstance(self.parameters, bool | dict)),
         )

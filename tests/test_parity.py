@@ -118,6 +118,31 @@ def unlocking_tool() -> AgentTool:
     return AgentTool(name="unlock", description="Unlocks multiply.", execute=execute, timeout_seconds=5)
 
 
+def deploy_tool(timeout: float | None = None) -> AgentTool:
+    """A tool a person approves before it runs (JSON schema: edited arguments are checked by it)."""
+
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult.text(f"deployed {args['service']} x{args.get('replicas', 1)}")
+
+    return AgentTool(
+        name="deploy",
+        description="Deploy a service.",
+        parameters={
+            "type": "object",
+            "properties": {"service": {"type": "string"}, "replicas": {"type": "integer"}},
+            "required": ["service"],
+        },
+        execute=execute,
+        timeout_seconds=5,
+        requires_approval=True,
+        approval_timeout_seconds=timeout,
+    )
+
+
+def _deploy(call_id: str = "c1", **arguments: Any) -> Reply:
+    return tool_calls([{"id": call_id, "name": "deploy", "arguments": arguments or {"service": "web"}}])
+
+
 def _default_tools() -> list[AgentTool]:
     return [add_tool(), sleep_tool(), progress_tool(), multiply_tool(), failing_tool(), finishing_tool()]
 
@@ -286,6 +311,54 @@ SCENARIOS = [
         triggers=[("tool_execution_update", 1, "abort", "")],
     ),
     Scenario(
+        "approval_approved",
+        _model([_deploy(), text("Deployed.")]),
+        tools=[deploy_tool()],
+        triggers=[("tool_approval_requested", 1, "approve", "c1")],
+    ),
+    Scenario(
+        "approval_edited",
+        _model([_deploy(), text("Deployed the API.")]),
+        tools=[deploy_tool()],
+        triggers=[("tool_approval_requested", 1, "approve", 'c1 {"service": "api", "replicas": 2}')],
+    ),
+    Scenario(
+        "approval_denied",
+        _model([_deploy(), text("Not today, then.")]),
+        tools=[deploy_tool()],
+        triggers=[("tool_approval_requested", 1, "deny", "c1 not on a Friday")],
+    ),
+    Scenario(
+        "approval_timeout",
+        _model([_deploy(), text("Nobody answered.")]),
+        tools=[deploy_tool(timeout=0.3)],
+    ),
+    Scenario(
+        "approval_abort_while_waiting",
+        _model([_deploy(), text("never")]),
+        tools=[deploy_tool()],
+        triggers=[("tool_approval_requested", 1, "abort", "")],
+    ),
+    Scenario(
+        "approval_parallel_in_source_order",
+        _model(
+            [
+                tool_calls(
+                    [
+                        {"id": "a", "name": "deploy", "arguments": {"service": "one"}},
+                        {"id": "b", "name": "deploy", "arguments": {"service": "two"}},
+                    ]
+                ),
+                text("One of two."),
+            ]
+        ),
+        tools=[deploy_tool()],
+        triggers=[
+            ("tool_approval_requested", 2, "approve", "b"),
+            ("tool_execution_end", 1, "deny", "a later"),
+        ],
+    ),
+    Scenario(
         "auto_compaction",
         _model([text("SUMMARY OF EARLIER WORK"), text("Fresh answer.")]),
         model=SMALL_MODEL,
@@ -330,6 +403,8 @@ SCENARIOS = [
 
 # A sub-agent's session id names its parent's (a durable session id; "agent" in-process).
 _MADE_UP_IDS = {"entry_id", "first_kept_entry_id", "session_id"}
+# Times each runtime reads from its own clock (an approval's expiry).
+_CLOCK_TIMES = {"expires_at"}
 
 
 def _scrub(value: Any, loose: bool) -> Any:
@@ -345,6 +420,8 @@ def _scrub(value: Any, loose: bool) -> Any:
             continue
         if key in _MADE_UP_IDS and item is not None:
             out[key] = "<id>"
+        elif key in _CLOCK_TIMES and item is not None:
+            out[key] = "<time>"
         else:
             out[key] = _scrub(item, loose)
     if loose and out.get("role") == "assistant" and out.get("stop_reason") == "aborted":
@@ -468,6 +545,17 @@ def _active_tools(scenario: Scenario) -> list[AgentTool]:
     return [t for t in scenario.tools if names is None or t.name in names]
 
 
+_DECISIONS = ("approve", "deny")
+
+
+def _decision(action: str, arg: str) -> tuple[Any, ...]:
+    """A trigger's approve / deny arguments: "CALL" or "CALL {json}" (edited), "CALL reason"."""
+    call_id, _, rest = arg.partition(" ")
+    if action == "approve":
+        return (call_id, orjson.loads(rest)) if rest else (call_id,)
+    return (call_id, rest)
+
+
 async def run_in_process(scenario: Scenario) -> Outcome:
     model = scenario.replies()
     active = _active_tools(scenario)
@@ -496,6 +584,8 @@ async def run_in_process(scenario: Scenario) -> Outcome:
         for action, arg in triggers.due(event):
             if action == "abort":
                 agent.abort()
+            elif action in _DECISIONS:
+                getattr(agent, action)(*_decision(action, arg))
             else:
                 getattr(agent, action)(arg)
 
@@ -553,6 +643,8 @@ async def run_durable(scenario: Scenario, client: Client, tmp_path: Path) -> Out
                 for action, arg in triggers.due(event):
                     if action == "abort":
                         await agent.abort()
+                    elif action in _DECISIONS:
+                        await getattr(agent, action)(*_decision(action, arg))
                     else:
                         await getattr(agent, action)(arg)
                 if event.type == "agent_end":

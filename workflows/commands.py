@@ -10,6 +10,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
+    from agentcore.approvals import STEERED_REASON
     from agentcore.budget import STREAMING_MAX_BYTES, newest_in_answer, oldest_in_answer, shrink_to_fit
     from agentcore.messages import AssistantMessage
     from agentcore.protocol import (
@@ -204,6 +205,8 @@ class CommandHandlers(ConversationState):
             self._remember(item.id)
             self._count_messages(1)
             self.steering.append(item)
+            # Calls waiting for approval are denied: the user said something else instead.
+            self.approvals.deny_all(STEERED_REASON)
 
     @workflow.signal(name="follow_up")
     def follow_up_(self, item: QueuedMessage) -> None:
@@ -259,6 +262,7 @@ class CommandHandlers(ConversationState):
             pending_tool_calls=sorted(self.pending_tool_calls),
             error_message=self.error_message,
             status=self._status(),
+            pending_approvals=self.approvals.pending(),
             steering_queue_length=len(self.steering),
             follow_up_queue_length=len(self.follow_up),
             event_offset=self._event_offset,

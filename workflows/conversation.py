@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         AgentLoopConfig,
         agent_loop,
         agent_loop_continue,
+        agent_loop_resume,
         skipping_first_poll,
     )
     from agentcore.messages import AssistantMessage, Message
@@ -61,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.transcript import Transcript, add_message_to_stats
 
 from . import policies
+from .approvals import ApprovalHandlers
 from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .schedules import ScheduleHandlers
@@ -77,7 +79,7 @@ FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, ScheduleHandlers):
+class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, ScheduleHandlers, ApprovalHandlers):
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
@@ -110,6 +112,15 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         self.steering: list[QueuedMessage] = list(inp.steering_queue)
         self.follow_up: list[QueuedMessage] = list(inp.follow_up_queue)
         self.pending_run: PendingRun | None = inp.pending_run
+        last = self.transcript.last_message
+        if (
+            inp.pending_approvals
+            and self.pending_run is None
+            and isinstance(last, AssistantMessage)
+            and {p.tool_call_id for p in inp.pending_approvals} & {c.id for c in last.tool_calls}
+        ):
+            # Recovered while calls waited for a person: they are asked again (``agent_loop_resume``).
+            self.pending_run = PendingRun(id="resume-approvals", kind="resume")
         self.seen_ids: OrderedDict[str, None] = OrderedDict((i, None) for i in inp.seen_ids)
         self.recent_message_times: list[int] = list(inp.recent_message_times)
         self.error_message = inp.error_message
@@ -119,6 +130,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         self.abort_signal: AbortSignal | None = None
         self.streaming_message: AssistantMessage | None = None
         self.pending_tool_calls: set[str] = set()
+        self.approvals = self._approval_gate(inp)
         self.write_blocked = False
         self.import_error: ApplicationError | None = None
         self.initialized = False
@@ -278,9 +290,12 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             session_id=self.session_id,
             compact_context=self._compact_when_due,
             activate_tools=self._activate_tools,
+            approvals=self.approvals,
         )
         if run.kind == "prompt":
             events = agent_loop(list(run.messages), context, config, self.abort_signal)
+        elif run.kind == "resume":
+            events = agent_loop_resume(context, config, self.abort_signal)
         else:
             events = agent_loop_continue(context, config, self.abort_signal)
         try:

@@ -10,7 +10,8 @@ import asyncio
 import base64
 import dataclasses
 from collections import OrderedDict, deque
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import workflow
@@ -20,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
+    from agentcore.approvals import ApprovalGate
     from agentcore.budget import (
         EVENT_MAX_BYTES,
         EVENT_MAX_BYTES_UNDER_PRESSURE,
@@ -51,7 +53,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.runtime import AbortSignal
     from agentcore.schedules import RecurringMessage
-    from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
+    from agentcore.search_attributes import (
+        AGENT_COST_USD,
+        AGENT_MESSAGE_COUNT,
+        AGENT_MODEL,
+        AGENT_STATUS,
+        AWAITING_APPROVAL,
+    )
     from agentcore.session.entries import (
         SYSTEM_PROMPT_CUSTOM_TYPE,
         ActiveToolsChangeEntry,
@@ -154,6 +162,11 @@ class ConversationState:
     # Pending wake-ups, soonest first (``wakeups.py``).
     wakeups: list[Wakeup]
     schedules: list[RecurringMessage]
+    # Tool calls waiting for a person (``workflows/approvals.py``); the lock keeps their waits from
+    # writing the same entries twice at once.
+    approvals: ApprovalGate
+    _flush_lock: asyncio.Lock
+    _flush: Callable[[], Awaitable[None]]
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
@@ -386,6 +399,8 @@ class ConversationState:
     def _status(self) -> Any:
         if self.abort_signal is not None and self.abort_signal.aborted:
             return "aborting"
+        if self.running and self.approvals.is_waiting():
+            return AWAITING_APPROVAL
         return "running" if self.running else "idle"
 
     def _index(self) -> None:
@@ -428,4 +443,11 @@ class ConversationState:
             lines.append(
                 f"next wake-up {self.wakeups[0].due_at:%Y-%m-%d %H:%M:%S} UTC · {len(self.wakeups)} pending"
             )
+        if self.running:
+            for pending in self.approvals.pending():
+                since = datetime.fromtimestamp(pending.requested_at / 1000, UTC)
+                lines.append(
+                    f"waiting for approval: `{pending.tool_name}` (call `{pending.tool_call_id}`) "
+                    f"since {since:%Y-%m-%d %H:%M:%S} UTC"
+                )
         workflow.set_current_details("\n\n".join(lines))
