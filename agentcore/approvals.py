@@ -85,8 +85,9 @@ class ApprovalGate:
     """The calls of one conversation that wait for a person, and the decisions that release them.
 
     ``on_requested`` / ``on_resolved`` tell the owner (the workflow records session entries and
-    updates its search attribute; they must not await). ``wait_until`` is the runtime's wait; the
-    default one is asyncio's, woken by every decision and by the run's abort."""
+    updates its search attribute; they must not await); ``persist`` then writes the request down
+    before anyone hears of it. ``wait_until`` is the runtime's wait; the default one is asyncio's,
+    woken by every decision and by the run's abort."""
 
     def __init__(
         self,
@@ -95,6 +96,7 @@ class ApprovalGate:
         on_requested: Callable[[PendingApproval], None] | None = None,
         on_resolved: Callable[[PendingApproval, ApprovalDecision], None] | None = None,
         restored: list[PendingApproval] | None = None,
+        persist: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._waiting: dict[str, _Waiting] = {}
         self._resolved: OrderedDict[str, ApprovalDecision] = OrderedDict()
@@ -104,6 +106,7 @@ class ApprovalGate:
         self._wait_until = wait_until or self._wait_in_process
         self._on_requested = on_requested
         self._on_resolved = on_resolved
+        self._persist = persist
         self._changed: asyncio.Event | None = None
 
     # ---------------------------------------------------------------------------- people's side
@@ -162,11 +165,13 @@ class ApprovalGate:
         tool: AgentTool | ToolSpec,
         tool_call_id: str,
         arguments: Any,
-        now_ms: int,
+        clock: Callable[[], int],
         signal: AbortSignal,
         emit_requested: Callable[[PendingApproval], None],
     ) -> ApprovalDecision:
-        """Ask for ``tool_call_id`` and wait for the decision, the timeout or the abort."""
+        """Ask for ``tool_call_id`` and wait for the decision, the timeout or the abort
+        (``clock``: the runtime's time in ms)."""
+        now_ms = clock()
         restored = self._restored.pop(tool_call_id, None)
         timeout = tool.approval_timeout_seconds
         if restored is not None:
@@ -182,10 +187,12 @@ class ApprovalGate:
             )
         waiting = _Waiting(pending, tool)
         self._waiting[tool_call_id] = waiting
-        emit_requested(pending)
         if self._on_requested is not None:
             self._on_requested(pending)
-        remaining = None if pending.expires_at is None else max(0.0, (pending.expires_at - now_ms) / 1000)
+        if self._persist is not None:
+            await self._persist()
+        emit_requested(pending)
+        remaining = None if pending.expires_at is None else max(0.0, (pending.expires_at - clock()) / 1000)
         remove = signal.add_listener(self._notify)
         try:
             decided = await self._wait_until(

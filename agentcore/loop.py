@@ -618,7 +618,7 @@ class _Run:
             )
 
         decision = await self._approvals.request(
-            tool, call.id, call.arguments, self.runtime.now_ms(), self.signal, requested
+            tool, call.id, call.arguments, self.runtime.now_ms, self.signal, requested
         )
         kind = decision.decision
         runs_with = call.arguments if kind == "approved" else decision.args

@@ -308,3 +308,46 @@ def test_a_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
 def test_two_servers_may_not_share_a_name() -> None:
     with pytest.raises(ValueError, match="given twice: a"):
         MCPToolset([MCPServerStdio("a", sys.executable), MCPServerStdio("a", "other")], ToolRegistry())
+
+
+async def test_a_server_may_require_approval_for_all_or_some_of_its_tools(tmp_path: Path) -> None:
+    """Off by default; True gates every tool of the server, a list only the tools it names."""
+    import dataclasses
+
+    default = stdio_server("alpha", tmp_path / "mcp.log")
+    for require, gated in (
+        (False, set()),
+        (True, {"echo", "add", "hold", "record"}),
+        (["record"], {"record"}),
+    ):
+        toolset = MCPToolset([dataclasses.replace(default, require_approval=require)], ToolRegistry())
+        await toolset.start()
+        try:
+            specs, _ = toolset.registry.describe(["mcp:alpha"])
+        finally:
+            await toolset.stop()
+        assert {spec.name for spec in specs if spec.requires_approval} & {
+            "echo",
+            "add",
+            "hold",
+            "record",
+        } == gated
+
+
+def test_require_approval_in_a_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {"command": "npx", "require_approval": ["write_file"]},
+                    "docs": {"url": "https://example.com/mcp", "requireApproval": True},
+                }
+            }
+        )
+    )
+    files, docs = load_mcp_config(path)
+    assert files.require_approval == ("write_file",) and docs.require_approval is True
+    path.write_text(json.dumps({"mcpServers": {"x": {"command": "a", "require_approval": "yes"}}}))
+    with pytest.raises(MCPConfigError, match="require_approval"):
+        load_mcp_config(path)

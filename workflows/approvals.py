@@ -48,19 +48,20 @@ class ApprovalHandlers(ConversationState):
             on_requested=self._approval_requested,
             on_resolved=self._approval_resolved,
             restored=list(inp.pending_approvals),
+            persist=self._write_request,
         )
 
-    async def _wait_for_decision(self, decided: Callable[[], bool], timeout: float | None) -> bool:
-        """The gate's wait. The request entry (and whatever precedes it) is written first, so the
-        session file holds it while the conversation waits: recovered from the file, it asks again."""
-        started = workflow.now()
+    async def _write_request(self) -> None:
+        """The request entry (and whatever precedes it) is written before anyone hears of the
+        request, so the session file holds it while the conversation waits: a conversation recovered
+        from the file asks again."""
         async with self._flush_lock:
             if self.transcript.unwritten and not self.write_blocked:
                 await self._flush()
-        if timeout is not None:
-            timeout -= (workflow.now() - started).total_seconds()
-            if timeout <= 0:
-                return decided()
+
+    async def _wait_for_decision(self, decided: Callable[[], bool], timeout: float | None) -> bool:
+        if timeout is not None and timeout <= 0:
+            return decided()
         try:
             await workflow.wait_condition(
                 decided, timeout=None if timeout is None else timedelta(seconds=timeout)

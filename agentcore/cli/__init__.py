@@ -7,6 +7,8 @@
     agentcore web                       the web chat: list, start and talk to conversations
     agentcore send|steer|follow-up SESSION TEXT, abort SESSION
     agentcore clear SESSION [--steering | --follow-up]   drop queued messages (both queues by default)
+    agentcore approvals                 tool calls waiting for approval, in every conversation
+    agentcore approve|deny SESSION CALL let a waiting tool call run (--args JSON) or refuse it (--reason)
     agentcore state SESSION             status, model, messages, queues, usage, pending wake-ups
     agentcore schedule SESSION --every 1h|--cron EXPR TEXT, --list, --delete ID   recurring messages
     agentcore terminate SESSION         end a conversation for good (and its schedules)
@@ -38,6 +40,7 @@ from ..errors import AgentError, AgentNotFoundError
 from ..logs import LOG_FORMATS, cli_logger, setup_logging
 from ..temporal.connect import ConnectionSettings
 from ..temporal.tracing import flush_tracing
+from .approvals import add_approval_commands
 from .commands import (
     CliError,
     cmd_abort,
@@ -390,6 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
 
     add_tree_commands(command)
+    add_approval_commands(command)
 
     codec = command("codec-server", cmd_codec_server, "decrypt payloads for the Temporal Web UI")
     codec.add_argument("--host", default="127.0.0.1")

@@ -98,6 +98,11 @@ class EventPrinter:
         elif event.type == "tool_execution_end":
             marker = "!!" if event.is_error else "<-"
             self.line(f"  {marker} {event.tool_name}: {_first_line(tool_result_text(event.result))}")
+        elif event.type == "tool_approval_requested":
+            self.line(f"  ?? {event.tool_name} waits for approval (call {event.tool_call_id})")
+        elif event.type == "tool_approval_resolved":
+            reason = f": {event.reason}" if event.reason else ""
+            self.line(f"     {event.decision}{reason}")
         elif event.type == "llm_retry":
             self.line(
                 f"  [model call failed, retrying (attempt {event.attempt}): {event.error_message or ''}]"

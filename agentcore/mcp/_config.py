@@ -78,6 +78,12 @@ def _server(path: Path, name: str, entry: Any) -> MCPServerSpec:
     timeout = entry.get("timeout", DEFAULT_TOOL_TIMEOUT_SECONDS)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise MCPConfigError(f"{where}.timeout: expected a positive number of seconds")
+    approval = entry.get("require_approval", entry.get("requireApproval", False))
+    if not isinstance(approval, bool) and not (
+        isinstance(approval, list) and all(isinstance(name, str) for name in approval)
+    ):
+        raise MCPConfigError(f"{where}.require_approval: expected true, false or a list of tool names")
+    approval = approval if isinstance(approval, bool) else tuple(approval)
     try:
         if "command" in entry:
             command = _text(where, entry, "command")
@@ -86,16 +92,20 @@ def _server(path: Path, name: str, entry: Any) -> MCPServerSpec:
                 raise MCPConfigError(f"{where}.args: expected a list of strings")
             return MCPServerStdio(
                 name, command, args, env=_strings(where, entry, "env"), cwd=entry.get("cwd"),
-                timeout_seconds=float(timeout),
+                timeout_seconds=float(timeout), require_approval=approval,
             )  # fmt: skip
         if "url" in entry:
             url = _text(where, entry, "url")
             headers = _strings(where, entry, "headers")
             kind = entry.get("type", entry.get("transport", "http"))
             if kind == "sse":
-                return MCPServerSSE(name, url, headers, timeout_seconds=float(timeout))
+                return MCPServerSSE(
+                    name, url, headers, timeout_seconds=float(timeout), require_approval=approval
+                )
             if kind in ("http", "streamable-http", "streamable_http", "streamableHttp"):
-                return MCPServerHTTP(name, url, headers, timeout_seconds=float(timeout))
+                return MCPServerHTTP(
+                    name, url, headers, timeout_seconds=float(timeout), require_approval=approval
+                )
             raise MCPConfigError(f'{where}.type: {kind!r} is not "http" or "sse"')
     except ValueError as exc:
         if isinstance(exc, MCPConfigError):

@@ -41,7 +41,9 @@ class MCPServerStdio:
     """A server the worker runs as a child process, speaking MCP on its stdin/stdout.
 
     ``MCPServerStdio("files", "npx", ["-y", "@modelcontextprotocol/server-filesystem", "/data"])``.
-    ``timeout_seconds`` bounds each of its tool calls."""
+    ``timeout_seconds`` bounds each of its tool calls. ``require_approval``: True makes a person
+    approve every call of its tools, a list of tool names only theirs (off by default: MCP's
+    ``destructiveHint`` defaults to true, so keying on it would gate every unannotated tool)."""
 
     name: str
     command: str
@@ -49,6 +51,7 @@ class MCPServerStdio:
     env: Mapping[str, str] | None = field(default=None, repr=False)
     cwd: str | None = None
     timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
+    require_approval: bool | Sequence[str] = False
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -69,6 +72,7 @@ class _MCPServerURL:
     url: str
     headers: Mapping[str, str] | None = field(default=None, repr=False)
     timeout_seconds: float = DEFAULT_TOOL_TIMEOUT_SECONDS
+    require_approval: bool | Sequence[str] = False  # as MCPServerStdio's
 
     def __post_init__(self) -> None:
         _check_name(self.name)

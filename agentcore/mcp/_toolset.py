@@ -139,4 +139,13 @@ def _agent_tool(connection: MCPConnection, tool: mcp_types.Tool, name: str) -> A
         execute=execute,
         timeout_seconds=server.timeout_seconds,
         retry_safe=is_retry_safe(tool.annotations),
+        requires_approval=needs_approval(server.require_approval, tool.name, name),
     )
+
+
+def needs_approval(require_approval: bool | Sequence[str], *names: str) -> bool:
+    """A server's ``require_approval`` for one of its tools (named as the server names it, or as
+    the conversation sees it)."""
+    if isinstance(require_approval, bool):
+        return require_approval
+    return any(name in require_approval for name in names)
