@@ -86,7 +86,7 @@ class ApprovalGate:
 
     ``on_requested`` / ``on_resolved`` tell the owner (the workflow records session entries and
     updates its search attribute; they must not await); ``persist`` then writes the request down
-    before anyone hears of it. ``wait_until`` is the runtime's wait; the default one is asyncio's,
+    before the wait begins. ``wait_until`` is the runtime's wait; the default one is asyncio's,
     woken by every decision and by the run's abort."""
 
     def __init__(
@@ -187,11 +187,11 @@ class ApprovalGate:
             )
         waiting = _Waiting(pending, tool)
         self._waiting[tool_call_id] = waiting
+        emit_requested(pending)
         if self._on_requested is not None:
             self._on_requested(pending)
         if self._persist is not None:
             await self._persist()
-        emit_requested(pending)
         remaining = None if pending.expires_at is None else max(0.0, (pending.expires_at - clock()) / 1000)
         remove = signal.add_listener(self._notify)
         try:

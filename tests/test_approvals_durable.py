@@ -90,9 +90,12 @@ async def test_approve_runs_the_call_once_and_the_wait_shows_everywhere(
         description = await agent.handle.describe()
         # The wait holds no activity: nothing is pending on the server.
         assert not description.raw_description.pending_activities
-        # The session file holds the request while the conversation waits.
-        customs = [e for e in session_entries(h.session_path("approve-1")) if e["type"] == "custom"]
-        assert [e["custom_type"] for e in customs] == ["tool_approval_request"]
+        # The session file holds the request while the conversation waits (written as the wait begins).
+        entries = await eventually(
+            lambda: asyncio.to_thread(session_entries, h.session_path("approve-1")),
+            lambda entries: any(e["type"] == "custom" for e in entries),
+        )
+        assert [e["custom_type"] for e in entries if e["type"] == "custom"] == ["tool_approval_request"]
         assert runs == []
 
         with pytest.raises(ApprovalNotFoundError):
@@ -263,6 +266,12 @@ async def test_a_conversation_recovered_from_its_file_asks_again(
         events: list[AgentEvent] = []
         await read_until(agent, events, "tool_approval_requested")
         [asked] = await agent.pending_approvals()
+        # The request is written to the file before the wait begins (just after its event).
+        path = h.session_path("approve-lost")
+        await eventually(
+            lambda: asyncio.to_thread(session_entries, path),
+            lambda entries: any(e.get("custom_type") == "tool_approval_request" for e in entries),
+        )
         await agent.handle.terminate("the Temporal database was lost")
 
         recovered = await h.agents.recover(h.session_path("approve-lost"), session_id="approve-found")

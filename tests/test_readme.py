@@ -333,6 +333,7 @@ PYTHON_OUTPUTS = [
     "idle The tool returned: 6 * 75 * 0.9 = 405",  # the durable client, its worker and a run
     "The tool returned: 6 * 7 = 42",  # AgentcorePlugin on a plain SDK client and worker
     "agent.sub.call_loopback_0 The tool returned: You said: A red for salmon?",  # a sub-agent, in-process
+    "The tool returned: deployed web",  # a tool call approved by a person
 ]
 
 

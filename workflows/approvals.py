@@ -52,9 +52,9 @@ class ApprovalHandlers(ConversationState):
         )
 
     async def _write_request(self) -> None:
-        """The request entry (and whatever precedes it) is written before anyone hears of the
-        request, so the session file holds it while the conversation waits: a conversation recovered
-        from the file asks again."""
+        """The request entry (and whatever precedes it) is written before the wait begins, so the
+        session file holds it while the conversation waits: a conversation recovered from the file
+        asks again."""
         async with self._flush_lock:
             if self.transcript.unwritten and not self.write_blocked:
                 await self._flush()

@@ -10,6 +10,10 @@ prompt, Ctrl-C or end of input leaves. On a terminal, lines typed while a turn r
 messages (``/followup ...`` queues a follow-up instead); piped input is read only between turns, so a
 script of questions is asked one turn at a time.
 
+A tool call that waits for approval is asked about on the spot: ``y`` lets it run, ``n`` (optionally
+followed by a reason: ``n not on a Friday``) refuses it, ``e`` asks for new arguments (JSON) and runs
+it with them. A call decided elsewhere meanwhile (the web chat, ``agentcore approve``) is said so.
+
 On a terminal the chat is drawn with rich and read with prompt-toolkit (``pretty``: Markdown, a
 spinner, tool panels, line editing and history; see ``pretty.py``). ``--plain``, or an output that
 is not a terminal, keeps the plain lines above, which scripts and pipes rely on.
@@ -27,12 +31,20 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
+
 from ..client import DurableAgent
-from ..errors import AgentBusyError, AgentError
-from ..events import WakeupFiredEvent
+from ..errors import (
+    APPROVAL_ALREADY_RESOLVED,
+    APPROVAL_NOT_FOUND,
+    INVALID_PARAMETERS,
+    AgentBusyError,
+    AgentError,
+)
+from ..events import ToolApprovalRequestedEvent, WakeupFiredEvent
 from ..protocol import QueueName
 from .pretty import HISTORY_FILE, PromptLines, RichPrinter
-from .render import EventPrinter, format_state
+from .render import EventPrinter, format_arguments, format_state
 
 HELP = """\
 /state            show the conversation's state
@@ -131,6 +143,9 @@ class ChatSession:
         self._prompt_accepted = False
         self._abort_when_accepted = False
         self._quit = False
+        # An approval question waiting for the next typed line (lines typed during a turn go here
+        # instead of becoming steering messages).
+        self._answer: asyncio.Future[str | None] | None = None
 
     def _say(self, text: str) -> None:
         self.printer.line(text)
@@ -206,6 +221,9 @@ class ChatSession:
     async def _typed_during_turn(self) -> None:
         while True:
             line = await self.lines.next()
+            if self._answer is not None and not self._answer.done():
+                self._answer.set_result(line)
+                continue
             if line is None:
                 return
             if line.strip() and not await self.command(line.strip()):
@@ -233,6 +251,8 @@ class ChatSession:
                     asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
                 if self.printer.handle(event):
                     break
+                if isinstance(event, ToolApprovalRequestedEvent):
+                    await self._approval(event, typing)
         finally:
             self._turn_running = False
             self.printer.stop()
@@ -280,6 +300,60 @@ class ChatSession:
         finally:
             self._turn_running = False
             self.printer.stop()
+
+    # ------------------------------------------------------------------------------- approvals
+
+    async def _ask(self, question: str, typing: asyncio.Future[None] | None) -> str | None:
+        """The user's answer: the next line typed (None: input ended)."""
+        self.printer.stop()  # a live spinner would draw over the question
+        ask = getattr(self.lines, "ask", None)
+        if ask is not None:
+            answer: str | None = await ask(question)
+            return answer
+        self.out.write(question)
+        self.out.flush()
+        if typing is None or typing.done():
+            return await self.lines.next()
+        self._answer = asyncio.get_running_loop().create_future()
+        try:
+            return await self._answer
+        finally:
+            self._answer = None
+
+    async def _approval(self, event: ToolApprovalRequestedEvent, typing: asyncio.Future[None] | None) -> None:
+        """Ask whether a waiting tool call may run: y / n [reason] / e (new arguments)."""
+        call = f"{event.tool_name}({format_arguments(event.args)})"
+        while True:
+            answer = await self._ask(f"approve {call}? [y]es / [n]o [reason] / [e]dit: ", typing)
+            if answer is None:
+                return  # input ended: the call keeps waiting (agentcore approve decides it later)
+            word, _, rest = answer.strip().partition(" ")
+            try:
+                if word.lower() in ("y", "yes"):
+                    await self.agent.approve(event.tool_call_id)
+                elif word.lower() in ("n", "no"):
+                    await self.agent.deny(event.tool_call_id, rest.strip())
+                elif word.lower() in ("e", "edit"):
+                    text = await self._ask(f"arguments for {event.tool_name} (JSON): ", typing)
+                    if text is None:
+                        return
+                    try:
+                        edited = orjson.loads(text)
+                    except orjson.JSONDecodeError:
+                        self._say("  [not JSON; try again]")
+                        continue
+                    await self.agent.approve(event.tool_call_id, edited)
+                else:
+                    continue
+            except AgentError as err:
+                if err.code == INVALID_PARAMETERS:
+                    self._say(f"  [{err.message}]")
+                    continue
+                if err.code in (APPROVAL_ALREADY_RESOLVED, APPROVAL_NOT_FOUND):
+                    self._say("  [that call was decided elsewhere]")
+                    return
+                raise
+            return
 
     async def run(self) -> None:
         with self._interrupts():

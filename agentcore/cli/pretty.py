@@ -172,6 +172,11 @@ class RichPrinter:
             if event.tool_call_id in self._tools:
                 progress = tool_result_text(event.partial_result).strip().splitlines()
                 self._tools[event.tool_call_id] = (event.tool_name, progress[-1][:60] if progress else "")
+        elif event.type == "tool_approval_requested":
+            self._wait_for(None)
+        elif event.type == "tool_approval_resolved":
+            reason = f": {event.reason}" if event.reason else ""
+            self.line(f"  {event.decision}{reason}")
         elif event.type == "tool_execution_end":
             self._tools.pop(event.tool_call_id, None)
             args = self._tool_args.pop(event.tool_call_id, None)
@@ -233,6 +238,16 @@ class PromptLines:
 
     def interrupt(self) -> None:
         self._closed = True
+
+    async def ask(self, question: str) -> str | None:
+        """One answer (a tool approval's y / n / e), without the history."""
+        try:
+            answer: str = await PromptSession[str]().prompt_async(
+                [("bold ansiyellow", question)], handle_sigint=False
+            )
+            return answer
+        except (EOFError, KeyboardInterrupt):
+            return None
 
     async def next(self) -> str | None:
         if self._closed:

@@ -41,9 +41,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..client import AgentClient, DurableAgent, SessionSummary
-from ..errors import AgentBusyError, AgentError, AgentNotFoundError
+from ..errors import (
+    AgentBusyError,
+    AgentError,
+    AgentNotFoundError,
+    ApprovalAlreadyResolvedError,
+    ApprovalNotFoundError,
+)
 from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
+from ..search_attributes import AWAITING_APPROVAL
 from ..state import AgentOptions
 from .markdown import render_markdown
 from .security import Guard, SignIns
@@ -90,9 +97,9 @@ def public_message(message: str) -> str:
 
 
 def _error_status(err: AgentError) -> int:
-    if isinstance(err, AgentNotFoundError):
+    if isinstance(err, AgentNotFoundError | ApprovalNotFoundError):
         return 404
-    if isinstance(err, AgentBusyError) or err.code == "AGENT_EXISTS":
+    if isinstance(err, AgentBusyError | ApprovalAlreadyResolvedError) or err.code == "AGENT_EXISTS":
         return 409
     return 400
 
@@ -174,8 +181,11 @@ def session_title(path: Path) -> str | None:
 
 
 def status_badge(status: str) -> str:
-    """The sidebar's three states: running, idle, error (a workflow that failed, was terminated,
-    timed out); a completed or cancelled conversation shows as idle (it ended as asked)."""
+    """The sidebar's states: running, awaiting approval (a tool call waits for a person), idle, error
+    (a workflow that failed, was terminated, timed out); a completed or cancelled conversation shows
+    as idle (it ended as asked)."""
+    if status == AWAITING_APPROVAL:
+        return AWAITING_APPROVAL
     if status in ("running", "aborting", "compacting"):
         return "running"
     if status in ("failed", "terminated", "timed_out"):
@@ -355,6 +365,25 @@ class WebChat:
         await agent.abort("aborted from the web chat")
         return _json({"ok": True})
 
+    async def approve(self, request: Request) -> Response:
+        """Let a tool call waiting for approval run; ``args`` (an object) replaces its arguments."""
+        body = await _body(request)
+        args = body.get("args")
+        if args is not None and not isinstance(args, dict):
+            raise JsonError(400, "INVALID_PARAMETERS", "'args' must be a JSON object")
+        agent = await self._agent(request)
+        accepted = await agent.approve(request.path_params["call"], args)
+        return _json({"status": accepted.status})
+
+    async def deny(self, request: Request) -> Response:
+        body = await _body(request)
+        reason = body.get("reason") or ""
+        if not isinstance(reason, str):
+            raise JsonError(400, "VALIDATION_ERROR", "'reason' must be a string")
+        agent = await self._agent(request)
+        accepted = await agent.deny(request.path_params["call"], reason)
+        return _json({"status": accepted.status})
+
     async def branch(self, request: Request) -> Response:
         body = await _body(request)
         entry_id = body.get("entry_id")
@@ -443,6 +472,8 @@ def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
         Route(f"{conversation}/messages", _api(chat.send), methods=["POST"]),
         Route(f"{conversation}/abort", _api(chat.abort), methods=["POST"]),
         Route(f"{conversation}/branch", _api(chat.branch), methods=["POST"]),
+        Route(f"{conversation}/approvals/{{call}}/approve", _api(chat.approve), methods=["POST"]),
+        Route(f"{conversation}/approvals/{{call}}/deny", _api(chat.deny), methods=["POST"]),
         Route(f"{conversation}/fork", _api(chat.fork), methods=["POST"]),
         Route("/api/render", _api(chat.render), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),

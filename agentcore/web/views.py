@@ -85,6 +85,7 @@ def state_view(state: DurableState, entry_ids: list[str | None]) -> dict[str, An
             message_view(state.streaming_message) if state.streaming_message is not None else None
         ),
         "pending_tool_calls": state.pending_tool_calls,
+        "pending_approvals": [pending.model_dump(mode="json") for pending in state.pending_approvals],
         "error_message": state.error_message,
         "event_offset": state.event_offset,
         "wakeups": [wakeup_view(wakeup) for wakeup in state.wakeups],

@@ -165,6 +165,10 @@ function matches(row, needle) {
   return !needle || [titleOf(row), row.session_id, row.model, row.status].some((v) => (v || "").toLowerCase().includes(needle));
 }
 
+function statusLabel(status) {
+  return status === "awaiting_approval" ? "awaiting approval" : status;
+}
+
 function renderSidebar() {
   // Newest first (the server sorts by last activity); search by title or id.
   const needle = $("search").value.trim().toLowerCase();
@@ -181,7 +185,7 @@ function renderSidebar() {
     link.appendChild(el("span", "conv-title", titleOf(row)));
     const meta = link.appendChild(el("span", "conv-meta"));
     const status = row.status_badge || row.status || "-";
-    meta.appendChild(el("span", `badge ${status}`, status));
+    meta.appendChild(el("span", `badge ${status}`, statusLabel(status)));
     meta.appendChild(el("span", "", when(row.last_activity)));
   }
   const empty = $("no-matches");
@@ -201,7 +205,7 @@ function renderRows() {
     const name = cell.appendChild(el("a", "", titleOf(row)));
     name.href = `/c/${encodeURIComponent(row.session_id)}`;
     if (row.title) cell.appendChild(el("span", "conv-id", row.session_id));
-    tr.appendChild(el("td")).appendChild(el("span", `badge ${row.status}`, row.status || "-"));
+    tr.appendChild(el("td")).appendChild(el("span", `badge ${row.status}`, statusLabel(row.status || "-")));
     tr.appendChild(el("td", "wide-only", row.model || "-"));
     tr.appendChild(el("td", "num", row.messages ?? "-"));
     tr.appendChild(el("td", "num wide-only", row.cost == null ? "-" : `$${row.cost.toFixed(4)}`));
@@ -390,7 +394,7 @@ function toolBlock(call) {
 }
 
 function setToolState(block, state, label) {
-  block.classList.remove("pending", "running", "done", "failed");
+  block.classList.remove("pending", "running", "done", "failed", "awaiting");
   block.classList.add(state);
   block.querySelector(".tool-state").textContent = label;
 }
@@ -412,6 +416,82 @@ function setToolResult(block, text, html, isError) {
     place.appendChild(content);
   }
   setToolState(block, isError ? "failed" : "done", isError ? "error" : "done");
+}
+
+// ---------------------------------------------------------------------------------- approvals
+
+// A tool call waiting for a person: Approve, Edit (the arguments, as JSON) or Deny (with a reason),
+// on its card. The decision goes to the conversation; the card changes when its events arrive.
+function askApproval(pending) {
+  const block = toolBlock({ id: pending.tool_call_id, name: pending.tool_name, args: pending.arguments });
+  if (!block.isConnected) {
+    const holder = (chat.current && chat.current.node) || transcript().lastElementChild || transcript();
+    holder.appendChild(block);
+  }
+  setToolState(block, "awaiting", "awaiting approval");
+  if (block.querySelector(".approval")) return block;
+  const box = block.appendChild(el("div", "approval"));
+  const editor = box.appendChild(el("textarea", "approval-args"));
+  editor.value = JSON.stringify(pending.arguments ?? {}, null, 2);
+  editor.hidden = true;
+  editor.setAttribute("aria-label", "Arguments (JSON)");
+  const reason = box.appendChild(el("input", "approval-reason"));
+  reason.placeholder = "Why not? (the model reads it)";
+  reason.hidden = true;
+  const buttons = box.appendChild(el("div", "approval-buttons"));
+  const approve = buttons.appendChild(el("button", "approve", "Approve"));
+  const edit = buttons.appendChild(el("button", "secondary edit", "Edit"));
+  const deny = buttons.appendChild(el("button", "danger deny", "Deny"));
+  const problem = box.appendChild(el("div", "approval-problem"));
+  const call = `/api/conversations/${encodeURIComponent(chat.session)}/approvals/${encodeURIComponent(pending.tool_call_id)}`;
+  async function decide(path, body) {
+    problem.textContent = "";
+    for (const button of buttons.children) button.disabled = true;
+    try {
+      await api(`${call}/${path}`, { json: body });
+    } catch (error) {
+      problem.textContent = `${error.code}: ${error.message}`;
+      for (const button of buttons.children) button.disabled = false;
+    }
+  }
+  approve.addEventListener("click", () => {
+    if (editor.hidden) return decide("approve", {});
+    let args;
+    try {
+      args = JSON.parse(editor.value);
+    } catch (error) {
+      problem.textContent = `Not JSON: ${error.message}`;
+      return;
+    }
+    return decide("approve", { args });
+  });
+  edit.addEventListener("click", () => {
+    editor.hidden = !editor.hidden;
+    approve.textContent = editor.hidden ? "Approve" : "Approve edited";
+    if (!editor.hidden) editor.focus();
+  });
+  deny.addEventListener("click", () => {
+    if (reason.hidden) {
+      reason.hidden = false;
+      deny.textContent = "Deny now";
+      reason.focus();
+      return;
+    }
+    return decide("deny", { reason: reason.value.trim() });
+  });
+  return block;
+}
+
+function approvalResolved(event) {
+  const block = chat.tools.get(event.tool_call_id);
+  if (!block) return;
+  const box = block.querySelector(".approval");
+  if (box) box.remove();
+  const labels = { approved: "approved", edited: "approved (edited)", denied: "denied", expired: "expired", aborted: "aborted" };
+  const note = block.appendChild(el("div", `approval-decision ${event.decision}`,
+    labels[event.decision] + (event.reason ? `: ${event.reason}` : "")));
+  note.dataset.decision = event.decision;
+  if (event.decision === "approved" || event.decision === "edited") setToolState(block, "running", "running");
 }
 
 function fillAssistant(node, view) {
@@ -725,6 +805,13 @@ function applyEvent(offset, event) {
       chat.wakeups.delete(event.id);
       renderWakeups();
       break;
+    case "tool_approval_requested":
+      askApproval({ tool_call_id: event.tool_call_id, tool_name: event.tool_name, arguments: event.args });
+      waiting(null);
+      break;
+    case "tool_approval_resolved":
+      approvalResolved(event);
+      break;
     case "tool_execution_update": {
       const block = toolBlock({ id: event.tool_call_id, name: event.tool_name, args: null });
       block.querySelector(".tool-progress").textContent = event.text;
@@ -822,6 +909,7 @@ async function loadSnapshot() {
     const block = chat.tools.get(id);
     if (block) setToolState(block, "running", "running");
   }
+  for (const pending of state.pending_approvals || []) askApproval(pending);
   $("chat-title").textContent = state.title || state.session_id;
   $("chat-title").title = state.session_id;
   $("chat-meta").hidden = false;
