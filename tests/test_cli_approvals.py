@@ -57,6 +57,10 @@ async def test_list_approve_with_edited_arguments_and_deny(
         table = capsys.readouterr().out.splitlines()
         assert table[0].split()[:3] == ["SESSION", "CALL", "TOOL"]
         assert table[1].split()[:3] == ["cli-approve", "c1", "deploy"]
+        assert await run(argv(temporal_client, h, "state", "cli-approve")) == 0
+        state = capsys.readouterr().out
+        assert "awaiting_approval" in state
+        assert 'approval  deploy(service="web") waits (call c1' in state
 
         # Bad edited arguments are refused with the code, and the call still waits.
         code = await run(

@@ -131,6 +131,9 @@ def format_state(state: DurableState, stats: SessionStats | None = None) -> str:
         rows.append(("usage", f"{stats.total_tokens} tokens, ${stats.cost_total:.4f}"))
     if state.pending_tool_calls:
         rows.append(("running", ", ".join(state.pending_tool_calls)))
+    for pending in state.pending_approvals:
+        call = f"{pending.tool_name}({format_arguments(pending.arguments)})"
+        rows.append(("approval", f"{call} waits (call {pending.tool_call_id}; agentcore approve / deny)"))
     if state.error_message:
         rows.append(("error", state.error_message))
     for wakeup in state.wakeups:
