@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -40,7 +41,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from .approvals import PendingApproval, undecided_requests
 from .compaction import CompactionSettings
-from .errors import EXECUTION_ABORTED, AgentError, AgentNotFoundError, ValidationError
+from .errors import EXECUTION_ABORTED, AgentError, AgentNotFoundError, NamespaceNotFoundError, ValidationError
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import (
     AssistantMessage,
@@ -145,6 +146,19 @@ def _now_ms() -> int:
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+def namespace_not_found(err: RPCError) -> NamespaceNotFoundError | None:
+    """The error to raise when ``err`` says the namespace itself does not exist (a NOT_FOUND the
+    server gives for any call in a missing namespace, not only for a missing conversation)."""
+    if err.status != RPCStatusCode.NOT_FOUND:
+        return None
+    for detail in err.grpc_status.details:
+        if detail.Is(NamespaceNotFoundFailure.DESCRIPTOR):
+            failure = NamespaceNotFoundFailure()
+            detail.Unpack(failure)
+            return NamespaceNotFoundError(f"namespace {failure.namespace!r} does not exist on this cluster")
+    return None
 
 
 def user_messages(value: PromptInput, images: Sequence[ImageContent] | None = None) -> list[UserMessage]:
@@ -315,7 +329,9 @@ class AgentClient:
             description = await handle.describe()
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
-                raise AgentNotFoundError(f"no conversation with session id {session_id!r}") from None
+                raise namespace_not_found(err) or AgentNotFoundError(
+                    f"no conversation with session id {session_id!r}"
+                ) from None
             raise
         if description.status != WorkflowExecutionStatus.RUNNING:
             raise AgentNotFoundError(
@@ -584,7 +600,9 @@ class DurableAgent:
 
     def _map_rpc(self, err: RPCError) -> Exception:
         if err.status == RPCStatusCode.NOT_FOUND:
-            return AgentNotFoundError(f"no running conversation with session id {self.session_id!r}")
+            return namespace_not_found(err) or AgentNotFoundError(
+                f"no running conversation with session id {self.session_id!r}"
+            )
         return err
 
     # ------------------------------------------------------------------------------- commands

@@ -8,6 +8,7 @@ with ``is_error=True``. Only misuse raises::
     ├── AgentBusyError              AGENT_BUSY: a run is active (prompt, continue, reset, ...)
     ├── InvalidMessageRoleError     INVALID_MESSAGE_ROLE: wrong message role for the operation
     ├── AgentNotFoundError          AGENT_NOT_FOUND: no conversation with that session id
+    ├── NamespaceNotFoundError      NAMESPACE_NOT_FOUND: the Temporal namespace does not exist
     ├── ToolNotFoundError           TOOL_NOT_FOUND: a tool name nobody registered
     ├── ToolUnavailableError        TOOL_UNAVAILABLE: a tool's server is down or died mid-call (retryable)
     ├── InvalidParametersError      INVALID_PARAMETERS: arguments fail the tool's schema
@@ -48,6 +49,7 @@ from typing import ClassVar
 AGENT_BUSY = "AGENT_BUSY"
 INVALID_MESSAGE_ROLE = "INVALID_MESSAGE_ROLE"
 AGENT_NOT_FOUND = "AGENT_NOT_FOUND"
+NAMESPACE_NOT_FOUND = "NAMESPACE_NOT_FOUND"
 TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
 # SPEC-7.2 tool errors
 EXECUTION_TIMEOUT = "EXECUTION_TIMEOUT"
@@ -128,6 +130,12 @@ class InvalidMessageRoleError(AgentError):
 
 class AgentNotFoundError(AgentError):
     code = AGENT_NOT_FOUND
+
+
+class NamespaceNotFoundError(AgentError):
+    """The namespace a client names is not on the Temporal cluster (not a missing conversation)."""
+
+    code = NAMESPACE_NOT_FOUND
 
 
 class ToolNotFoundError(AgentError):
@@ -270,6 +278,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         AgentBusyError,
         InvalidMessageRoleError,
         AgentNotFoundError,
+        NamespaceNotFoundError,
         ToolNotFoundError,
         InvalidParametersError,
         ApprovalNotFoundError,

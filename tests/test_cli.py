@@ -177,15 +177,15 @@ async def test_missing_session_is_agent_not_found(
     assert await run(deployment.argv("export", "nope")) == 3
 
 
-def test_unreachable_server_is_one_line_and_exit_2() -> None:
+def test_unreachable_server_is_one_line_and_exit_69() -> None:
     result = subprocess.run(
         [AGENTCORE, "--address", "127.0.0.1:1", "state", "anything"],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2
-    assert result.stderr.strip() == "agentcore: cannot reach Temporal at 127.0.0.1:1 (Failed client connect)"
+    assert result.returncode == 69
+    assert result.stderr.strip() == "agentcore: cannot reach Temporal at 127.0.0.1:1 (connection refused)"
 
 
 async def test_ctrl_c_aborts_the_turn_and_the_chat_goes_on(temporal_client: Client, tmp_path: Path) -> None:

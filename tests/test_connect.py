@@ -151,7 +151,7 @@ async def test_a_wrong_ca_fails_with_one_clear_line(
         )  # fmt: skip
         _, stderr = await asyncio.wait_for(process.communicate(), 60)
     lines = stderr.decode().strip().splitlines()
-    assert process.returncode == 2
+    assert process.returncode == 69
     assert lines == [
         f"agentcore: cannot reach Temporal at {proxy.address} (TLS: the server's certificate is not trusted)"
     ]

@@ -18,8 +18,9 @@
     agentcore export SESSION_OR_PATH    a session file as Markdown
     agentcore codec-server              decrypts payloads for the Temporal Web UI
 
-Exit codes: 0 ok, 1 a refused command (the error's code is printed), 2 Temporal unreachable or bad
-usage, 3 no such session (``AGENT_NOT_FOUND``), 130 interrupted.
+Exit codes: 0 ok, 1 a refused command (the error's code is printed), 2 bad usage (flags, arguments,
+settings), 3 not found (a session: ``AGENT_NOT_FOUND``; a namespace: ``NAMESPACE_NOT_FOUND``),
+69 Temporal cannot be reached (sysexits' ``EX_UNAVAILABLE``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -36,13 +37,15 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from ..errors import AgentError, AgentNotFoundError
+from ..client import namespace_not_found
+from ..errors import AgentError, AgentNotFoundError, NamespaceNotFoundError
 from ..logs import LOG_FORMATS, cli_logger, setup_logging
 from ..temporal.connect import ConnectionSettings
 from ..temporal.tracing import flush_tracing
 from .approvals import add_approval_commands
 from .commands import (
     CliError,
+    add_output_option,
     cmd_abort,
     cmd_chat,
     cmd_clear,
@@ -64,6 +67,11 @@ from .web import add_web_options, cmd_web
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 
+EXIT_REFUSED = 1
+EXIT_USAGE = 2  # argparse's own
+EXIT_NOT_FOUND = 3
+EXIT_UNREACHABLE = 69  # sysexits.h EX_UNAVAILABLE: the service is not there
+
 
 def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
     """The connection flags given; what they leave out comes from ``temporalio.envconfig``."""
@@ -78,7 +86,18 @@ def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
         tls_server_name=args.tls_server_name,
         profile=args.profile,
         config_file=args.config_file,
+        grpc_meta=tuple(_grpc_meta(args.grpc_meta or ())),
     )
+
+
+def _grpc_meta(values: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for value in values:
+        key, equals, text = value.partition("=")
+        if not equals or not key.strip():
+            raise CliError(f"--grpc-meta takes KEY=VALUE, not {value!r}", exit_code=EXIT_USAGE)
+        pairs.append((key.strip(), text))
+    return pairs
 
 
 async def connect_or_fail(args: argparse.Namespace, **client_options: Any) -> Client:
@@ -90,18 +109,30 @@ async def connect_or_fail(args: argparse.Namespace, **client_options: Any) -> Cl
         target = load_connect_config(settings)["target_host"]
         return await asyncio.wait_for(connect(settings=settings, **client_options), timeout=15)
     except TemporalConfigError as err:
-        raise CliError(str(err), exit_code=2) from None
+        raise CliError(str(err), exit_code=EXIT_USAGE) from None
     except (RuntimeError, TimeoutError, RPCError) as err:
-        raise CliError(f"cannot reach Temporal at {target} ({connect_failure(err)})", exit_code=2) from None
+        raise CliError(
+            f"cannot reach Temporal at {target} ({connect_failure(err)})", exit_code=EXIT_UNREACHABLE
+        ) from None
 
 
 def connect_failure(err: BaseException) -> str:
     """Why a connection failed, in a few words: the SDK's message names the cause deep in a chain
     ("Failed client connect: ... invalid peer certificate: UnknownIssuer")."""
+    if isinstance(err, TimeoutError):
+        return "timed out"
     if not isinstance(err, RuntimeError):
         return type(err).__name__
     text = " ".join(str(err).split())
     for marker, reason in (
+        ("ConnectionRefused", "connection refused"),
+        ("Connection refused", "connection refused"),
+        ("dns error", "dns error: the host name does not resolve"),
+        ("failed to lookup address", "dns error: the host name does not resolve"),
+        ("HostUnreachable", "host unreachable"),
+        ("NetworkUnreachable", "network unreachable"),
+        ("ConnectionReset", "connection reset"),
+        ("timed out", "timed out"),
         ("invalid peer certificate", "TLS: the server's certificate is not trusted"),
         ("UnknownIssuer", "TLS: the server's certificate is not trusted"),
         ("NotValidForName", "TLS: the server's certificate does not name this host"),
@@ -133,7 +164,7 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help="Temporal frontend host:port (TEMPORAL_ADDRESS; localhost:7233)",
     )
     connection.add_argument(
-        "--namespace", default=default(None), help="Temporal namespace (TEMPORAL_NAMESPACE; default)"
+        "-n", "--namespace", default=default(None), help="Temporal namespace (TEMPORAL_NAMESPACE; default)"
     )
     connection.add_argument(
         "--api-key",
@@ -147,22 +178,35 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         help="TLS on or off (TEMPORAL_TLS); on with any of the TLS files",
     )
     connection.add_argument(
+        "--tls-ca-path",
         "--tls-ca-cert",
+        dest="tls_ca_cert",
         default=default(None),
         help="CA of the server, PEM (TEMPORAL_TLS_SERVER_CA_CERT_PATH)",
     )
     connection.add_argument(
+        "--tls-cert-path",
         "--tls-cert",
+        dest="tls_cert",
         default=default(None),
         help="client certificate for mTLS, PEM (TEMPORAL_TLS_CLIENT_CERT_PATH)",
     )
     connection.add_argument(
+        "--tls-key-path",
         "--tls-key",
+        dest="tls_key",
         default=default(None),
         help="client private key for mTLS, PEM (TEMPORAL_TLS_CLIENT_KEY_PATH)",
     )
     connection.add_argument(
         "--tls-server-name", default=default(None), help="server name to verify (TEMPORAL_TLS_SERVER_NAME)"
+    )
+    connection.add_argument(
+        "--grpc-meta",
+        action="append",
+        default=default(None),
+        metavar="KEY=VALUE",
+        help="gRPC metadata sent with every call (repeatable; TEMPORAL_GRPC_META_*)",
     )
     connection.add_argument(
         "--profile", default=default(None), help="profile in the config file (TEMPORAL_PROFILE)"
@@ -235,6 +279,7 @@ def _mcp_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentcore", description="A durable LLM agent runtime on Temporal.")
+    parser.add_argument("--version", action="version", version=f"agentcore {_version()}")
     _common(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -347,7 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     state = command("state", cmd_state, "a conversation's state")
     state.add_argument("session")
-    state.add_argument("--json", action="store_true", help="the full DurableState as JSON")
+    add_output_option(state)
+    state.add_argument(
+        "--json", dest="output", action="store_const", const="json", help="the same as --output json"
+    )
 
     schedule = command(
         "schedule",
@@ -383,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions = command("sessions", cmd_sessions, "list conversations: status, model, messages, cost")
     sessions.add_argument("--query", help="extra visibility query, e.g. 'AgentModel = \"openai/gpt-4o\"'")
     sessions.add_argument("--limit", type=int, default=50)
+    add_output_option(sessions)
 
     recover = command("recover", cmd_recover, "start a conversation from a JSONL session file")
     recover.add_argument("path")
@@ -406,6 +455,15 @@ def build_parser() -> argparse.ArgumentParser:
         "Authorization: Bearer, X-Codec-Token, or the endpoint http://HOST:PORT/TOKEN",
     )
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentcore")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
 
 
 def _env_int(name: str) -> int | None:
@@ -439,20 +497,24 @@ async def run(argv: Sequence[str] | None = None) -> int:
         return await handler(args)
     except CliError as err:
         return _fail(str(err), err.exit_code)
-    except AgentNotFoundError as err:
-        return _fail(_coded(err), 3)
+    except (AgentNotFoundError, NamespaceNotFoundError) as err:
+        return _fail(_coded(err), EXIT_NOT_FOUND)
     except AgentError as err:
-        return _fail(_coded(err), 1)
+        return _fail(_coded(err), EXIT_REFUSED)
     except RPCError as err:
         if err.status == RPCStatusCode.UNAVAILABLE:
-            return _fail(f"cannot reach Temporal at {args.address or 'the configured address'}", 2)
-        return _fail(f"Temporal refused the call: {err.message}", 1)
+            where = args.address or "the configured address"
+            return _fail(f"cannot reach Temporal at {where} ({err.message})", EXIT_UNREACHABLE)
+        missing = namespace_not_found(err)
+        if missing is not None:
+            return _fail(_coded(missing), EXIT_NOT_FOUND)
+        return _fail(f"Temporal refused the call: {err.message}", EXIT_REFUSED)
     except BrokenPipeError:
         # The reader left (``| head``) with what it wanted: not an error. Later output goes nowhere.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
-        return _fail(str(err), 2)
+        return _fail(str(err), EXIT_USAGE)
     except Exception as err:
         # Logged, not printed by the interpreter: under --log-format json a crash is a JSON line too.
         logging.getLogger("agentcore").exception("%s failed: %s", args.command or "agentcore", err)

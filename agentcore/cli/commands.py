@@ -93,10 +93,21 @@ async def cmd_abort(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_output_option(parser: argparse.ArgumentParser) -> None:
+    """``--output text|json`` for a command that prints data."""
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default) or json for programs",
+    )
+
+
 async def cmd_state(args: argparse.Namespace) -> int:
     agent = await attached(args)
     state = await agent.get_state()
-    if args.json:
+    if args.output == "json":
         print(state.model_dump_json(indent=2))
     else:
         print(format_state(state, await agent.get_session_stats()))
@@ -176,6 +187,9 @@ def _file_stats(sessions_dir: Path, summary: SessionSummary) -> tuple[int | None
 async def cmd_sessions(args: argparse.Namespace) -> int:
     agents = await agents_for(args)
     summaries = await agents.list(args.query, limit=args.limit)
+    if args.output == "json":  # the list as it is (an empty one too), for programs
+        print(orjson.dumps([summary.model_dump(mode="json") for summary in summaries]).decode())
+        return 0
     if not summaries:
         cli_logger().info("no conversations")
         return 0

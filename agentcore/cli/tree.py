@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
+import orjson
+
 from ..logs import cli_logger
 from ..protocol import MessagesPage
-from .commands import agents_for, attached
+from .commands import add_output_option, agents_for, attached
 
 
 async def cmd_messages(args: argparse.Namespace) -> int:
@@ -16,7 +18,17 @@ async def cmd_messages(args: argparse.Namespace) -> int:
     start = args.start
     while True:  # a page holds what fits in one answer (large tool output makes pages short)
         page = await agent.get_messages(start)
-        _print_messages(page)
+        if args.output == "json":  # one JSON object per message: its index, entry id and the message
+            for index, (entry_id, message) in enumerate(
+                zip(page.entry_ids, page.messages, strict=True), page.start
+            ):
+                print(
+                    orjson.dumps(
+                        {"index": index, "entry_id": entry_id, "message": message.model_dump(mode="json")}
+                    ).decode()
+                )
+        else:
+            _print_messages(page)
         start = max(start, page.start) + len(page.messages)
         if not page.messages or start >= page.total:
             return 0
@@ -89,6 +101,7 @@ def add_tree_commands(make: Callable[[str, Handler, str], argparse.ArgumentParse
     )
     messages.add_argument("session")
     messages.add_argument("--start", type=int, default=0)
+    add_output_option(messages)
     compact = make("compact", cmd_compact, "summarise the older part of a conversation now")
     compact.add_argument("session")
     compact.add_argument("--instructions", help="what the summary must keep")

@@ -87,6 +87,8 @@ class ConnectionSettings:
     tls_server_name: str | None = None
     profile: str | None = None
     config_file: str | None = None
+    # gRPC metadata (headers) sent with every call, over the profile's (``--grpc-meta KEY=VALUE``).
+    grpc_meta: tuple[tuple[str, str], ...] = ()
 
 
 def load_connect_config(settings: ConnectionSettings | None = None) -> dict[str, Any]:
@@ -145,6 +147,7 @@ def _overridden(profile: ClientConfigProfile, settings: ConnectionSettings) -> C
         namespace=settings.namespace or profile.namespace,
         api_key=settings.api_key or profile.api_key,
         tls=tls,
+        grpc_meta={**profile.grpc_meta, **dict(settings.grpc_meta)},
     )
 
 
