@@ -414,7 +414,7 @@ async def test_worker_restart_mid_child_starts_no_second_child(
         calls.append(context.system_prompt)
         if context.system_prompt == CHILD_PROMPT:
             if _turn(context) == 0:
-                return tool_calls([("sleep", {"seconds": 1.5})], preamble="Working.")
+                return tool_calls([("sleep", {"seconds": 3})], preamble="Working.")
             return text("Child finished.")
         return (
             tool_calls([("researcher", {"task": "dig"})]) if _turn(context) == 0 else text("Lead finished.")
@@ -443,7 +443,9 @@ async def test_worker_restart_mid_child_starts_no_second_child(
     assert state.messages[-1].text == "Lead finished."
     assert await _children_started(agent.handle) == 1
     assert len(await _runs(temporal_client.get_workflow_handle("restart.sub.call_0_0"))) == 1
-    assert calls.count(CHILD_PROMPT) == 2 and calls.count("") == 2
+    # The lead's model was asked twice, before and after its one child; the child's calls may have
+    # been asked again when the worker went (a model call in flight is retried), never a new child's.
+    assert calls.count("") == 2 and calls.count(CHILD_PROMPT) >= 2
 
 
 async def test_parent_and_child_past_the_continue_as_new_threshold(
