@@ -136,13 +136,21 @@ async def test_counters_move_by_what_the_turns_did(
 
     # The SDK runtime's own metrics are on the same endpoint, and moved with the turns' activities.
     assert (
-        total(after, "temporal_activity_execution_latency_count")
-        - total(before, "temporal_activity_execution_latency_count")
+        total(after, "temporal_activity_execution_latency_seconds_count")
+        - total(before, "temporal_activity_execution_latency_seconds_count")
         >= 4
     )
-    assert total(after, "temporal_workflow_task_execution_latency_count") > total(
-        before, "temporal_workflow_task_execution_latency_count"
+    assert total(after, "temporal_workflow_task_execution_latency_seconds_count") > total(
+        before, "temporal_workflow_task_execution_latency_seconds_count"
     )
+    # Durations in seconds, the unit in every histogram's name; no ``_created`` series.
+    histograms = {
+        line.split()[2]
+        for line in text.splitlines()
+        if line.startswith("# TYPE") and line.endswith(" histogram")
+    }
+    assert histograms and all(name.endswith("_seconds") for name in histograms), histograms
+    assert "_created" not in text
     # Never a session id: neither as a label name nor as a value.
     assert "metrics-1" not in text
     assert not any(

@@ -8,11 +8,11 @@
 Two sources, one endpoint:
 
 - **Temporal SDK metrics** (``temporal_*``: task slots, poll and schedule-to-start latencies, sticky
-  cache, activity and workflow task outcomes) come from the SDK core's own Prometheus exporter
-  (``temporalio.runtime.PrometheusConfig``). A runtime reports for the clients and workers made
-  with it, so the client must be connected with ``runtime=metrics.runtime``. Its exporter listens
-  on a loopback port of its own; each scrape of ``/metrics`` reads it and serves its families beside
-  the agent's.
+  cache, activity and workflow task outcomes) come from the SDK runtime's ``MetricBuffer``
+  (``temporalio.runtime``): the runtime hands each update to this process, which sums them and
+  serves them beside the agent's (durations in seconds, ``_seconds`` in their names). A runtime
+  reports for the clients and workers made with it, so the client must be connected with
+  ``runtime=metrics.runtime``.
 - **Agent metrics** (``agentcore_*``, below) are kept with ``prometheus_client``, not the SDK's
   metric meter: the cost in dollars needs a float counter (the meter's counters are integers), and
   every one of them is recorded outside workflow code (in the activity interceptor, or by an extern
@@ -25,21 +25,39 @@ id, whose cardinality grows without bound.
 
 from __future__ import annotations
 
-import socket
+import bisect
 import threading
-import urllib.request
 from collections.abc import Iterator
+from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
-from temporalio.runtime import PrometheusConfig, Runtime
+from prometheus_client.samples import Sample
+from temporalio.runtime import (
+    BUFFERED_METRIC_KIND_COUNTER,
+    BUFFERED_METRIC_KIND_GAUGE,
+    BUFFERED_METRIC_KIND_HISTOGRAM,
+    MetricBuffer,
+    MetricBufferDurationFormat,
+)
+
+from .telemetry import agentcore_runtime
 
 # Model calls take seconds; tool calls from milliseconds (a lookup) to minutes (a build).
 MODEL_CALL_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
 TOOL_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+# The SDK's latencies (task schedule-to-start, execution, polls): from a millisecond to a minute.
+SDK_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# Updates the runtime may hold between two drains (they are drained every second).
+SDK_METRIC_BUFFER_SIZE = 200_000
+DURATION_UNITS = frozenset({"s", "seconds", "ms", "milliseconds", "duration"})
 
 
 class AgentMetrics:
@@ -91,34 +109,89 @@ class AgentMetrics:
 
 
 class _SdkMetrics(Collector):
-    """The Temporal SDK runtime's Prometheus families, read from its exporter at each scrape."""
+    """The Temporal SDK runtime's metrics, drained from its ``MetricBuffer`` into Prometheus families.
 
-    def __init__(self, url: str) -> None:
-        self.url = url
+    The runtime hands over each update (a counter's increment, a gauge's value, a histogram's
+    observation, with its attributes); they are summed here per metric and label set. Durations
+    come in seconds and their names say so (``..._seconds``), as the agent's own do."""
+
+    def __init__(self) -> None:
+        self.buffer = MetricBuffer(SDK_METRIC_BUFFER_SIZE, MetricBufferDurationFormat.SECONDS)
+        self._lock = threading.Lock()
+        self._kinds: dict[str, tuple[int, str]] = {}  # name -> (kind, help)
+        self._values: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._histograms: dict[tuple[str, tuple[tuple[str, str], ...]], list[float]] = {}
+
+    def drain(self) -> None:
+        """Take what the runtime buffered (called on every scrape and every second)."""
+        with self._lock:
+            for update in self.buffer.retrieve_updates():
+                metric = update.metric
+                name = _sdk_metric_name(metric.name, metric.unit, metric.kind)
+                self._kinds.setdefault(name, (metric.kind, metric.description or metric.name))
+                labels = tuple(sorted((key, str(value)) for key, value in update.attributes.items()))
+                key = (name, labels)
+                if metric.kind == BUFFERED_METRIC_KIND_COUNTER:
+                    self._values[key] = self._values.get(key, 0.0) + update.value
+                elif metric.kind == BUFFERED_METRIC_KIND_GAUGE:
+                    self._values[key] = float(update.value)
+                else:
+                    # Bucket counts (non-cumulative here), then the sum, then the count.
+                    counts = self._histograms.setdefault(key, [0.0] * (len(SDK_DURATION_BUCKETS) + 3))
+                    value = float(update.value)
+                    counts[bisect.bisect_left(SDK_DURATION_BUCKETS, value)] += 1
+                    counts[-2] += value
+                    counts[-1] += 1
 
     def collect(self) -> Iterator[Metric]:
-        try:
-            with urllib.request.urlopen(self.url, timeout=5) as response:
-                text = response.read().decode()
-        except OSError:
-            return  # the runtime's exporter not up yet (or gone): the agent's metrics are still served
-        yield from text_string_to_metric_families(text)
+        self.drain()
+        with self._lock:
+            families: dict[str, Any] = {}
+            for name, (kind, help_text) in self._kinds.items():
+                if kind == BUFFERED_METRIC_KIND_COUNTER:
+                    families[name] = CounterMetricFamily(name, help_text, labels=None)
+                elif kind == BUFFERED_METRIC_KIND_GAUGE:
+                    families[name] = GaugeMetricFamily(name, help_text, labels=None)
+                else:
+                    families[name] = HistogramMetricFamily(name, help_text, labels=None)
+            for (name, labels), value in self._values.items():
+                family = families[name]
+                sample = "_total" if isinstance(family, CounterMetricFamily) else ""
+                family.samples.append(Sample(name + sample, dict(labels), value, None, None))
+            for (name, labels), counts in self._histograms.items():
+                family, cumulative = families[name], 0.0
+                bounds = [*(_bound(b) for b in SDK_DURATION_BUCKETS), "+Inf"]
+                for bound, count in zip(bounds, counts, strict=False):
+                    cumulative += count
+                    family.samples.append(
+                        Sample(name + "_bucket", {**dict(labels), "le": bound}, cumulative, None, None)
+                    )
+                family.samples.append(Sample(name + "_count", dict(labels), counts[-1], None, None))
+                family.samples.append(Sample(name + "_sum", dict(labels), counts[-2], None, None))
+        yield from families.values()
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _bound(value: float) -> str:
+    return repr(float(value))
 
 
-def prometheus_runtime(bind_address: str) -> Runtime:
-    """A Temporal runtime whose SDK metrics are served in the Prometheus format at ``bind_address``."""
-    from .telemetry import agentcore_runtime
+def _sdk_metric_name(name: str, unit: str | None, kind: int) -> str:
+    if kind == BUFFERED_METRIC_KIND_HISTOGRAM and unit in DURATION_UNITS and not name.endswith("_seconds"):
+        return f"{name}_seconds"
+    return name.removesuffix("_total")
 
-    return agentcore_runtime(
-        PrometheusConfig(bind_address=bind_address, counters_total_suffix=True, durations_as_seconds=True)
-    )
+
+class _WithoutCreated(Collector):
+    """A registry's families without prometheus_client's ``_created`` samples (a timestamp per
+    counter and histogram that doubles the series and that no dashboard reads)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            family.samples = [sample for sample in family.samples if not sample.name.endswith("_created")]
+            yield family
 
 
 class MetricsServer:
@@ -128,28 +201,36 @@ class MetricsServer:
         self.host = host
         self.port = port
         self.agent = AgentMetrics()
-        # The core binds the address itself and cannot report a port it chose, so one is picked
-        # here (a loopback port free a moment ago; only this process's scrapes read it).
-        sdk_address = f"127.0.0.1:{_free_loopback_port()}"
-        self.runtime = prometheus_runtime(sdk_address)
-        self.agent.registry.register(_SdkMetrics(f"http://{sdk_address}/metrics"))
+        self._sdk = _SdkMetrics()
+        self.runtime = agentcore_runtime(self._sdk.buffer)
+        self.agent.registry.register(self._sdk)
+        self._served = CollectorRegistry(auto_describe=False)
+        self._served.register(_WithoutCreated(self.agent.registry))
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     @property
     def registry(self) -> CollectorRegistry:
         return self.agent.registry
 
     def start(self) -> MetricsServer:
-        self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self._served)
         self.port = self._server.server_port
+        # The runtime's buffer is drained between scrapes too, so it never fills up and drops updates.
+        threading.Thread(target=self._drain_every_second, name="agentcore-sdk-metrics", daemon=True).start()
         return self
 
+    def _drain_every_second(self) -> None:
+        while not self._stopping.wait(1.0):
+            self._sdk.drain()
+
     def stop(self) -> None:
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
 
 
-__all__ = ["AgentMetrics", "MetricsServer", "prometheus_runtime"]
+__all__ = ["AgentMetrics", "MetricsServer"]
