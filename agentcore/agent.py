@@ -62,6 +62,7 @@ from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .protocol import ConversationLimits, within_last_minute
 from .runtime import AbortSignal, StreamFn, ToolUpdate
 from .state import AgentOptions, AgentState, GetApiKey
+from .subagents import running_as_subagent
 from .tools import AgentTool, AgentToolResult, ToolSpec
 from .wakeups import (
     Cancelled,
@@ -73,6 +74,7 @@ from .wakeups import (
     lateness,
     plan_tool_wakeup,
     scheduled_event,
+    subagent_refusal,
     wakeup_message,
 )
 
@@ -375,6 +377,8 @@ class Agent:
         self._count_messages(1)
 
     def _wakeup_tool_call(self, tool: AgentTool | ToolSpec, call: ToolCall) -> AgentToolResult:
+        if running_as_subagent():
+            return subagent_refusal(tool)
         wakeup, result = plan_tool_wakeup(
             tool,
             call,

@@ -242,6 +242,11 @@ _SESSION: ContextVar[str] = ContextVar("agentcore_subagent_session", default="ag
 _LIMIT: ContextVar[int | None] = ContextVar("agentcore_subagent_limit", default=None)
 
 
+def running_as_subagent() -> bool:
+    """Whether the code calling this runs inside an in-process sub-agent's run."""
+    return _DEPTH.get() > 0
+
+
 def calling_subagent(stream_fn: Any, get_api_key: GetApiKey | None) -> object:
     """Mark the calls that follow as made by an agent with this stream function (a token to reset)."""
     return _CALLER.set(_Caller(stream_fn, get_api_key))

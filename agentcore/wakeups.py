@@ -243,6 +243,16 @@ def is_wakeup_tool(tool: AgentTool | ToolSpec) -> bool:
     return tool.runtime_tool == WAKEUP_RUNTIME_TOOL
 
 
+def subagent_refusal(tool: AgentTool | ToolSpec) -> AgentToolResult:
+    """What a sub-agent's ``wakeup_tool`` call gets: its conversation ends with its task, so a wake-up
+    would never reach anyone."""
+    return error_result(
+        "TOOL_NOT_SUPPORTED",
+        f'"{tool.name}" is not available to a sub-agent: its conversation ends with its task. Say in '
+        "your answer what should be checked again, and when.",
+    )
+
+
 def plan_tool_wakeup(
     tool: AgentTool | ToolSpec,
     call: ToolCall,

@@ -13,7 +13,7 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
-from agentcore import Agent, AgentError, AgentOptions, wakeup_tool
+from agentcore import Agent, AgentError, AgentOptions, ToolResultMessage, subagent_tool, wakeup_tool
 from agentcore.cli import run
 from agentcore.errors import WakeupInPastError, WakeupNotFoundError
 from agentcore.events import AgentEvent
@@ -332,3 +332,47 @@ async def test_durable_wakeup_during_a_run_is_a_follow_up(temporal_client: Clien
         assert state.messages[4].text.startswith("[wake-up] mid-run")
         types = [event.type async for _, event in _events_until(agent, "agent_end")]
         assert types.count("agent_start") == 1  # one run: the note came in as its follow-up
+
+
+def _subagent_script() -> ScriptedModel:
+    return ScriptedModel(
+        [
+            tool_calls([("helper", {"task": "Check back on the deploy later."})]),
+            tool_calls([("schedule_wakeup", {"note": "the deploy", "delay_seconds": 120})]),
+            text("I cannot come back to it: check the deploy in 2 minutes."),
+            text("Noted."),
+        ]
+    )
+
+
+def _refused_in_child(model: ScriptedModel) -> ToolResultMessage:
+    """The child's wake-up result, as its next model call saw it."""
+    [result] = [m for m in model.calls[2].messages if isinstance(m, ToolResultMessage)]
+    return result
+
+
+async def test_a_subagent_cannot_schedule_a_wakeup_in_either_runtime(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A sub-agent's conversation ends with its task: a wake-up would reach nobody, so the call is
+    an error result the child reads (and nothing is left pending anywhere)."""
+    helper = subagent_tool(
+        "helper", "Does one task.", AgentOptions(model=scripted_model(), tools=[wakeup_tool()])
+    )
+    model = _subagent_script()
+    agent = Agent(model=scripted_model(), tools=[helper], stream_fn=model)
+    await agent.prompt("Deploy, and have someone check it.")
+    refused = _refused_in_child(model)
+    assert refused.is_error and refused.details["error_code"] == "TOOL_NOT_SUPPORTED"
+    assert agent.get_state().wakeups == [] and agent.messages[-1].text == "Noted."
+
+    model = _subagent_script()
+    async with running_worker(temporal_client, tmp_path, model, tools=[helper]) as h:
+        durable = await h.agents.start("wake-sub", AgentOptions(model=scripted_model(), tools=["helper"]))
+        await durable.prompt("Deploy, and have someone check it.")
+        state = await eventually(
+            durable.get_state, lambda s: bool(s.messages) and s.messages[-1].text == "Noted."
+        )
+        refused = _refused_in_child(model)
+        assert refused.is_error and refused.details["error_code"] == "TOOL_NOT_SUPPORTED"
+        assert state.wakeups == []

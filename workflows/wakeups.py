@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         plan_tool_wakeup,
         scheduled_entry,
         scheduled_event,
+        subagent_refusal,
         wakeup_message,
     )
 
@@ -166,6 +167,8 @@ class WakeupHandlers(ConversationState):
 
     def _wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
         """A ``wakeup_tool`` call, carried out here: a timer, no activity."""
+        if self.subagent is not None:
+            return subagent_refusal(spec)
         wakeup, result = plan_tool_wakeup(
             spec,
             call,
