@@ -172,6 +172,21 @@ async def test_agent_client_and_dev_connect_to_a_given_cluster(
     )  # fmt: skip
     stdout, stderr = await asyncio.wait_for(process.communicate(), 90)
     assert process.returncode == 0, stderr.decode()
-    assert f"Temporal at {address} (default)" in stderr.decode()
-    assert "starting the Temporal dev server" not in stderr.decode()
+    assert f"attached to the Temporal server at {address} (default), named by --address" in stderr.decode()
+    assert "starting an embedded Temporal dev server" not in stderr.decode()
+    assert stdout.decode().startswith("you> hello")
+
+    # TEMPORAL_ADDRESS alone (no flag) is just as explicit: dev attaches and says so.
+    process = await asyncio.create_subprocess_exec(
+        AGENTCORE, "--task-queue", f"dev-{uuid.uuid4().hex[:8]}", "--data-dir", str(tmp_path / "data2"),
+        "dev", "--once", "hello", "--demo-port", "0", "--fast", "--no-web",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    stdout, stderr = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 0, stderr.decode()
+    assert (
+        f"attached to the Temporal server at {address} (default), named by TEMPORAL_ADDRESS"
+        in stderr.decode()
+    )
+    assert "starting an embedded" not in stderr.decode() and not (tmp_path / "data2" / "temporal.db").exists()
     assert stdout.decode().startswith("you> hello")

@@ -127,23 +127,46 @@ def _codec_server(port: int) -> Iterator[str | None]:
         server.stop()
 
 
+def _explicit_cluster(args: argparse.Namespace) -> str | None:
+    """What names a cluster for ``dev`` to attach to, if anything does."""
+    for value, source in (
+        (args.address, "--address"),
+        (os.environ.get("TEMPORAL_ADDRESS"), "TEMPORAL_ADDRESS"),
+        (args.profile, "--profile"),
+        (os.environ.get("TEMPORAL_PROFILE"), "TEMPORAL_PROFILE"),
+        (args.config_file, "--config-file"),
+        (args.api_key, "--api-key"),
+    ):
+        if value:
+            return source
+    return None
+
+
 @contextlib.asynccontextmanager
 async def _temporal_for_dev(
     args: argparse.Namespace, codec_url: str | None
 ) -> AsyncIterator[tuple[Client, str | None]]:
-    """The client ``dev`` works through, and the Web UI's base URL: the cluster ``--address`` (or
-    the other connection flags) names, else an embedded dev server started (and stopped) here."""
+    """The client ``dev`` works through, and the Web UI's base URL: the cluster named explicitly
+    (``--address`` or ``TEMPORAL_ADDRESS``, a profile, an API key), else an embedded dev server
+    started (and stopped) here. Which of the two it did is said either way."""
     from ..temporal import DevServer
     from . import connect_or_fail
 
-    if args.address or args.profile or args.config_file or args.api_key:
+    named_by = _explicit_cluster(args)
+    if named_by is not None:
         client = await connect_or_fail(args)
-        _progress(f"Temporal at {client.service_client.config.target_host} ({client.namespace})")
+        _progress(
+            f"attached to the Temporal server at {client.service_client.config.target_host} "
+            f"({client.namespace}), named by {named_by}; no embedded server started"
+        )
         yield client, None
         return
     data_dir = Path(args.data_dir)
     started = time.monotonic()
-    _progress(f"starting the Temporal dev server (SQLite in {data_dir / 'temporal.db'}) ...")
+    _progress(
+        f"starting an embedded Temporal dev server (SQLite in {data_dir / 'temporal.db'}; "
+        "--address or TEMPORAL_ADDRESS attaches to a running one instead) ..."
+    )
     server = DevServer(
         data_dir,
         port=args.port or None,
