@@ -219,3 +219,45 @@ async def test_clear_drops_the_queued_messages_before_the_next_prompt(
         await agent.wait_for_idle(timeout=30)
         users = [m.text for m in (await agent.get_state()).messages if m.role == "user"]
         assert users == ["What is 3 * 20?"]
+
+
+async def test_the_composer_stays_live_while_a_turn_runs(
+    temporal_client: Client, tmp_path: Path, terminal: Terminal
+) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web:
+        agent = await web.start("terminal-steer")
+        await terminal.start(chat_argv(web, tmp_path / "data", agent.session_id), chat_env())
+        await terminal.wait_for(PROMPT_READY)
+        await terminal.type("Could you hold the door for me?")
+        await terminal.keys("Enter")
+        await terminal.wait_for("running hold")
+        # Enter steers at once, while the tool still runs (not after the turn).
+        await terminal.type("What time is it?")
+        await terminal.keys("Enter")
+        await terminal.wait_for("[steering message queued]")
+        queues = await agent.get_queues()
+        assert [item.message.text for item in queues.steering] == ["What time is it?"]
+        assert (await agent.get_state()).status == "running" and web.hold.calls == 1
+        # A follow-up command queues a follow-up; both are listed under the live output.
+        await terminal.type("/followup And a dessert wine?")
+        await terminal.keys("Enter")
+        await terminal.wait_for("queued follow-up: And a dessert wine?")
+        screen = await terminal.wait_for("queued steering: What time is it?")
+        assert "steer> " in screen
+        web.hold.release()
+        await terminal.wait_for(PROMPT_READY)
+        await agent.wait_for_idle(timeout=30)
+        users = [m.text for m in (await agent.get_state()).messages if m.role == "user"]
+        assert users == ["Could you hold the door for me?", "What time is it?", "And a dessert wine?"]
+
+        # Typing while an answer streams: the typed line stays whole on its own line; Ctrl-C aborts.
+        await terminal.type("Count to 240, please")
+        await terminal.keys("Enter")
+        await terminal.wait_for("w020")
+        await terminal.type("not garbled")
+        await terminal.wait_for_match(r"steer> not garbled\s*$")
+        await terminal.keys("C-c")
+        await terminal.wait_for("aborted")
+        await terminal.wait_for(PROMPT_READY)
+        assert (await agent.get_state()).messages[-1].stop_reason == "aborted"
+        assert "[exited" not in await terminal.screen()

@@ -7,8 +7,9 @@ the same loop works for a conversation started elsewhere and survives a worker r
 Ctrl-C during a turn sends ``abort`` (the model or tool activity is cancelled, the partial answer is
 kept with ``stop_reason="aborted"``) and waits for the run to end; the conversation goes on. At the
 prompt, Ctrl-C or end of input leaves. On a terminal, lines typed while a turn runs are steering
-messages (``/followup ...`` queues a follow-up instead); piped input is read only between turns, so a
-script of questions is asked one turn at a time.
+messages (``/followup ...`` queues a follow-up instead), and the messages queued and not yet taken
+are listed under the live output; piped input is read only between turns, so a script of questions
+is asked one turn at a time.
 
 A tool call that waits for approval is asked about on the spot: ``y`` lets it run, ``n`` (optionally
 followed by a reason: ``n not on a Friday``) refuses it, ``e`` asks for new arguments (JSON) and runs
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
+from rich.text import Text
 
 from ..client import DurableAgent
 from ..errors import (
@@ -42,7 +44,7 @@ from ..errors import (
     AgentError,
 )
 from ..events import ToolApprovalRequestedEvent, WakeupFiredEvent
-from ..protocol import QueueName
+from ..protocol import QueueName, QueuesState
 from .pretty import HISTORY_FILE, PromptLines, RichPrinter
 from .render import EventPrinter, format_arguments, format_state
 
@@ -146,6 +148,7 @@ class ChatSession:
         # An approval question waiting for the next typed line (lines typed during a turn go here
         # instead of becoming steering messages).
         self._answer: asyncio.Future[str | None] | None = None
+        self._queued: list[str] = []  # shown under the live output while a turn runs
 
     def _say(self, text: str) -> None:
         self.printer.line(text)
@@ -230,6 +233,79 @@ class ChatSession:
                 await self.agent.steer(line.strip())
                 self._say("  [steering message queued]")
 
+    async def _show_queues(self) -> None:
+        queues: QueuesState = await self.agent.get_queues()
+        self._queued = [f"steering: {item.message.text}" for item in queues.steering] + [
+            f"follow-up: {item.message.text}" for item in queues.follow_up
+        ]
+
+    def _live_status(self) -> str:
+        assert isinstance(self.printer, RichPrinter)
+        queued = (
+            Text("\n".join(f"  queued {item}" for item in self._queued), style="magenta")
+            if self._queued
+            else None
+        )
+        return self.printer.live_ansi(queued)
+
+    async def _steer_while_running(self, lines: PromptLines, pending: str = "") -> None:
+        """The live composer: each line typed while the turn runs steers it (or is a command)."""
+        while True:
+            line = await lines.steer_line(self._live_status, default=pending)
+            pending = ""
+            if line is None:
+                return
+            line = line.strip()
+            if not line:
+                continue
+            assert isinstance(self.printer, RichPrinter)
+            self.printer.console.print(Text.assemble(("steer> ", "bold yellow"), line))
+            try:
+                if not await self.command(line):
+                    await self.agent.steer(line)
+                    self._say("  [steering message queued]")
+                await self._show_queues()
+            except AgentError as err:
+                self._say(f"  [{err.code}: {err.message}]")
+
+    async def _turn_with_live_prompt(self, lines: PromptLines, start: int) -> None:
+        """Events printed above a prompt that stays live (prompt-toolkit's ``patch_stdout``)."""
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        assert isinstance(self.printer, RichPrinter)
+        printer = self.printer
+        printer.stop()
+        printer.use_live = False
+        original = printer.console.file
+        lines.on_interrupt = self._on_interrupt
+        await self._show_queues()
+        with patch_stdout(raw=True):
+            printer.console.file = sys.stdout
+            composer = asyncio.ensure_future(self._steer_while_running(lines))
+            try:
+                async for _, event in self.agent.events(start):
+                    if event.type == "agent_start" and self._abort_when_accepted:
+                        asyncio.ensure_future(self.agent.abort("interrupted from the chat"))
+                    if event.type == "message_start" and event.message.role == "user":
+                        await self._show_queues()  # a queued message was taken
+                    if printer.handle(event):
+                        break
+                    if isinstance(event, ToolApprovalRequestedEvent):
+                        # The question takes the prompt; the composer (and what was typed) comes back.
+                        typed = lines.pending_text()
+                        await _cancelled(composer)
+                        await self._approval(event, None)
+                        composer = asyncio.ensure_future(self._steer_while_running(lines, typed))
+            finally:
+                typed = lines.pending_text()
+                await _cancelled(composer)
+                printer.console.file = original
+                printer.use_live = True
+                lines.on_interrupt = None
+                self._queued = []
+        if typed.strip():
+            lines.session.default_buffer.text = typed  # not lost: it waits in the next prompt
+
     async def turn(self, text: str) -> None:
         # The turn is the user's from Enter on: Ctrl-C from then aborts it rather than leaving.
         self._turn_running, self._prompt_accepted, self._abort_when_accepted = True, False, False
@@ -244,6 +320,9 @@ class ChatSession:
                 self._say("  [the agent is busy with another run; /steer or /followup instead]")
                 return
             self._prompt_accepted = True
+            if isinstance(self.lines, PromptLines) and isinstance(self.printer, RichPrinter):
+                await self._turn_with_live_prompt(self.lines, start)
+                return
             if self.lines.interactive:
                 typing = asyncio.ensure_future(self._typed_during_turn())
             async for _, event in self.agent.events(start):

@@ -6,17 +6,23 @@ seconds since the model was asked (until its first token) or since a tool starte
 italics, and the answer so far as Markdown. Whatever has finished is printed above it for good.
 
 ``PromptLines`` reads the user's lines with prompt-toolkit: line editing, a history kept across
-chats in the data directory (Up recalls the last line), Alt+Enter for a new line.
+chats in the data directory (Up recalls the last line), Alt+Enter for a new line. While a turn runs
+the prompt stays live (``steer``): what has finished is printed above it, the live region (spinner,
+answer so far, queued messages) is drawn as the prompt's own first lines, so typing never garbles
+the output; Ctrl-C there calls ``on_interrupt`` (abort) instead of leaving.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import ANSI, FormattedText
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console, Group, RenderableType
@@ -33,6 +39,7 @@ from .render import describe_wakeup, format_arguments, tool_result_text
 # Lines of a tool result shown in its panel; the rest is summarised as "+N lines".
 PANEL_LINES = 8
 HISTORY_FILE = "chat_history"
+IDLE_PLACEHOLDER = FormattedText([("fg:ansibrightblack", "message, /help; Alt+Enter for a new line")])
 
 
 class RichPrinter:
@@ -49,6 +56,8 @@ class RichPrinter:
         self._tools: dict[str, tuple[str, str]] = {}  # running: id -> (name, progress)
         self._tool_args: dict[str, object] = {}
         self._spinner = Spinner("dots")
+        # False while the prompt stays live during a turn: the prompt draws ``live_ansi()`` instead.
+        self.use_live = True
 
     # ------------------------------------------------------------------------------- live region
 
@@ -83,8 +92,19 @@ class RichPrinter:
         # wrap" state, and the region's redraw then misplaces a line.
         return Padding(Group(*parts), (0, 1, 0, 0))
 
+    def live_ansi(self, extra: RenderableType | None = None) -> str:
+        """The live region (and ``extra`` below it) as ANSI text, for a prompt to draw."""
+        buffer = io.StringIO()
+        width = self.console.size.width
+        console = Console(
+            file=buffer, force_terminal=True, width=width, color_system="standard", highlight=False
+        )
+        parts = [self._render()] + ([extra] if extra is not None else [])
+        console.print(Group(*parts), end="")
+        return buffer.getvalue()
+
     def _start_live(self) -> None:
-        if self._live is None and self.console.is_terminal:
+        if self._live is None and self.use_live and self.console.is_terminal:
             self._live = Live(
                 get_renderable=self._render,
                 console=self.console,
@@ -227,14 +247,25 @@ class PromptLines:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.insert_text("\n")
 
+        @bindings.add("c-c")
+        def _interrupt(event: KeyPressEvent) -> None:
+            # A turn runs: Ctrl-C aborts it (the terminal is raw, so it arrives as a key, not SIGINT).
+            # At the idle prompt it leaves, as before.
+            if self.on_interrupt is not None:
+                event.current_buffer.reset()
+                self.on_interrupt()
+            else:
+                event.app.exit(exception=KeyboardInterrupt())
+
         self.session: PromptSession[str] = PromptSession(
             history=FileHistory(str(history_path)),
             key_bindings=bindings,
             multiline=False,
             prompt_continuation=lambda width, line, wrapped: "... ".rjust(width),
-            placeholder=[("fg:ansibrightblack", "message, /help; Alt+Enter for a new line")],
+            placeholder=IDLE_PLACEHOLDER,
         )
         self._closed = False
+        self.on_interrupt: Callable[[], None] | None = None
 
     def interrupt(self) -> None:
         self._closed = True
@@ -249,12 +280,40 @@ class PromptLines:
         except (EOFError, KeyboardInterrupt):
             return None
 
+    async def steer_line(self, status: Callable[[], str], default: str = "") -> str | None:
+        """A line typed while a turn runs, under ``status`` (ANSI, redrawn ten times a second)."""
+        if self._closed:
+            return None
+        # Erased when done: the chat prints what was sent, and no stale status stays behind.
+        self.session.app.erase_when_done = True
+        try:
+            return await self.session.prompt_async(
+                lambda: ANSI(status() + "\n\x1b[1;33msteer> \x1b[0m"),
+                handle_sigint=False,
+                refresh_interval=0.1,
+                default=default,
+                placeholder=[("fg:ansibrightblack", "Enter steers, /followup TEXT queues, Ctrl-C aborts")],
+            )
+        except EOFError:
+            return None
+        finally:
+            self.session.app.erase_when_done = False
+
+    def pending_text(self) -> str:
+        """What is typed but not sent (kept when the prompt is closed at the end of a turn)."""
+        return self.session.default_buffer.text
+
     async def next(self) -> str | None:
         if self._closed:
             return None
         try:
             # The chat owns SIGINT (Ctrl-C aborts a running turn): prompt-toolkit must not take it over.
-            return await self.session.prompt_async([("bold ansigreen", "you> ")], handle_sigint=False)
+            return await self.session.prompt_async(
+                [("bold ansigreen", "you> ")],
+                handle_sigint=False,
+                refresh_interval=0,
+                placeholder=IDLE_PLACEHOLDER,
+            )
         except (EOFError, KeyboardInterrupt):
             return None
         except asyncio.CancelledError:
