@@ -210,11 +210,7 @@ class Agent:
         if self._state.is_streaming:
             raise AgentBusyError(_BUSY)
         messages = self._prompt_messages(input, images)
-        refusal = self.limits.refusal(
-            len(self._state.messages), self._recent_message_times, self._runtime.now_ms(), len(messages)
-        )
-        if refusal is not None:
-            raise RateLimitError(refusal)
+        self._check_limits(len(messages))
         self._count_messages(len(messages))
         await self._run(messages)
 
@@ -228,7 +224,12 @@ class Agent:
             raise AgentBusyError(_BUSY)
         if not self._state.messages:
             raise InvalidMessageRoleError("No messages to continue from")
-        if self._state.messages[-1].role == "assistant":
+        last_is_assistant = self._state.messages[-1].role == "assistant"
+        if last_is_assistant and not self.has_queued_messages():
+            raise InvalidMessageRoleError("Cannot continue from message role: assistant")
+        # A run adds at least its answer (SPEC-9.1, as a durable conversation refuses it).
+        self._check_limits(1)
+        if last_is_assistant:
             queued = self._drain(self._steering_queue, self.steering_mode)
             if queued:
                 # These steering messages are the prompt; polling steering again at once would
@@ -244,14 +245,21 @@ class Agent:
 
     def steer(self, message: str | Message | dict[str, Any]) -> None:
         """Queue a message for the running agent; it is delivered after the current turn's tools.
-        Tool calls waiting for approval are denied: the user said something else instead."""
-        self._steering_queue.append(self._queued_message(message))
+        Tool calls waiting for approval are denied: the user said something else instead. Raises
+        ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued (nor denied)."""
+        queued = self._queued_message(message)
+        self._check_limits(1)
+        self._steering_queue.append(queued)
         self._count_messages(1)
         self._approvals.deny_all(STEERED_REASON)
 
     def follow_up(self, message: str | Message | dict[str, Any]) -> None:
-        """Queue a message for when the agent would otherwise stop."""
-        self._follow_up_queue.append(self._queued_message(message))
+        """Queue a message for when the agent would otherwise stop.
+
+        Raises ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued."""
+        queued = self._queued_message(message)
+        self._check_limits(1)
+        self._follow_up_queue.append(queued)
         self._count_messages(1)
 
     def clear_steering_queue(self) -> None:
@@ -509,6 +517,14 @@ class Agent:
         activated = [known[name] for name in names if name in known]
         self._state.tools = [*self._state.tools, *activated]
         return activated
+
+    def _check_limits(self, incoming: int) -> None:
+        """RATE_LIMITED (SPEC-9.1) unless ``incoming`` more messages fit; queued messages count as held
+        (each becomes a message of the conversation)."""
+        held = len(self._state.messages) + len(self._steering_queue) + len(self._follow_up_queue)
+        refusal = self.limits.refusal(held, self._recent_message_times, self._runtime.now_ms(), incoming)
+        if refusal is not None:
+            raise RateLimitError(refusal)
 
     def _count_messages(self, count: int) -> None:
         now = self._runtime.now_ms()

@@ -56,6 +56,8 @@ from .protocol import (
     EVENTS_TOPIC,
     ROLLING_OVER,
     UPDATE_CLEAR_QUEUES,
+    UPDATE_FOLLOW_UP,
+    UPDATE_STEER,
     WORKFLOW_NAME,
     AbortRequest,
     Accepted,
@@ -687,15 +689,19 @@ class DurableAgent:
         )
 
     async def steer(self, message: str | UserMessage, *, id: str | None = None) -> str:
-        """Queue a steering message (taken after the current turn); returns its id."""
+        """Queue a steering message (taken after the current turn); returns its id.
+
+        Raises ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued or recorded."""
         item = QueuedMessage(id=id or _new_id(), message=user_messages(message)[0])
-        await self._signal("steer", item)
+        await self._update(UPDATE_STEER, item, item.id)
         return item.id
 
     async def follow_up(self, message: str | UserMessage, *, id: str | None = None) -> str:
-        """Queue a follow-up (taken when the agent would otherwise stop); returns its id."""
+        """Queue a follow-up (taken when the agent would otherwise stop); returns its id.
+
+        Raises ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued or recorded."""
         item = QueuedMessage(id=id or _new_id(), message=user_messages(message)[0])
-        await self._signal("follow_up", item)
+        await self._update(UPDATE_FOLLOW_UP, item, item.id)
         return item.id
 
     async def approve(self, tool_call_id: str, args: dict[str, Any] | None = None) -> Accepted:

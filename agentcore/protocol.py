@@ -43,6 +43,10 @@ UPDATE_SCHEDULE_WAKEUP = "schedule_wakeup"
 UPDATE_CANCEL_WAKEUP = "cancel_wakeup"
 UPDATE_APPROVE = "approve"
 UPDATE_DENY = "deny"
+# Steering and follow-ups are updates (a validator can refuse them, RATE_LIMITED, before anything is
+# recorded); the signals of the same purpose stay for histories that recorded them.
+UPDATE_STEER = "queue_steering"
+UPDATE_FOLLOW_UP = "queue_follow_up"
 SIGNAL_STEER = "steer"
 SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"

@@ -491,6 +491,43 @@ async def test_limits_refuse_a_prompt_over_the_message_limits() -> None:
         await per_minute.prompt("three")
 
 
+async def test_limits_refuse_continue_steer_and_follow_up_and_leave_no_trace() -> None:
+    """SPEC-9.1 at every entry point that adds a message: a refused steer is not queued (150 steers
+    within a minute: the 99 that fit after the prompt are taken, the rest raise), and ``continue_``
+    with the conversation full does not run."""
+    from agentcore import RateLimitError
+    from agentcore.model import QueueMode
+    from agentcore.protocol import ConversationLimits
+
+    agent = agent_with(ScriptedModel([text("First."), text("Steered.")], delay=0.05))
+    agent.steering_mode = QueueMode.ALL
+    refused: list[RateLimitError] = []
+
+    def steer_a_lot(event: Any, signal: Any) -> None:
+        if event.type == "message_start" and event.message.role == "assistant" and not refused:
+            for index in range(150):
+                try:
+                    agent.steer(f"steer {index}")
+                except RateLimitError as err:
+                    refused.append(err)
+
+    agent.subscribe(steer_a_lot)
+    await agent.prompt("Go.")
+    users = [said(m) for m in agent.messages if m.role == "user"]
+    assert users == ["Go.", *(f"steer {i}" for i in range(99))]
+    assert len(refused) == 51 and all(err.code == "RATE_LIMITED" for err in refused)
+    assert not agent.has_queued_messages()
+
+    full = agent_with(ScriptedModel([text("a"), text("b")]), limits=ConversationLimits(max_messages=3))
+    await full.prompt("one")
+    full.follow_up("two")  # 2 held + 1 queued: full now
+    with pytest.raises(RateLimitError):
+        await full.continue_()
+    with pytest.raises(RateLimitError):
+        full.steer("three")
+    assert [said(m) for m in full.messages] == ["one", "a"]
+
+
 async def test_limits_cap_concurrent_tool_calls() -> None:
     from agentcore.protocol import ConversationLimits
 

@@ -258,6 +258,51 @@ async def test_rate_limits_refuse_with_a_clear_error(temporal_client: Client, tm
             await agent.prompt("c")
 
 
+async def test_limits_refuse_continue_steer_and_follow_up_before_anything_is_recorded(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """SPEC-9.1 at every entry point that adds a message: steering over the per-minute rate is refused
+    (RateLimitError, as in-process) and leaves no trace, in the queue or in the workflow's history;
+    ``continue_`` with the conversation full does not run."""
+    per_minute = FAST_LIMITS.model_copy(update={"max_messages_per_minute": 5})
+    slow = ScriptedModel(_echo, chunks=40, delay=0.05)
+    async with running_worker(temporal_client, tmp_path, slow, limits=per_minute) as h:
+        agent = await h.agents.start("steer-rate", AgentOptions(model=scripted_model()))
+        await agent.prompt("go")
+        accepted, refused = [], []
+        for index in range(8):
+            try:
+                await agent.steer(f"steer-{index}")
+                accepted.append(index)
+            except RateLimitError as err:
+                assert err.code == "RATE_LIMITED"
+                refused.append(index)
+        with pytest.raises(RateLimitError):
+            await agent.follow_up("one more")
+        assert accepted == [0, 1, 2, 3] and refused == [4, 5, 6, 7]
+        queues = await agent.get_queues()
+        assert [item.message.text for item in queues.steering] == [f"steer-{i}" for i in range(4)]
+        history = await agent.handle.fetch_history()
+        recorded = b"".join(event.SerializeToString() for event in history.events)
+        assert b"steer-3" in recorded and b"steer-4" not in recorded and b"one more" not in recorded
+        await agent.abort()
+        await agent.wait_for_idle(timeout=20)
+
+    full = FAST_LIMITS.model_copy(update={"max_messages": 3})
+    async with running_worker(temporal_client, tmp_path / "b", ScriptedModel(_echo), limits=full) as h:
+        agent = await h.agents.start("continue-full", AgentOptions(model=scripted_model()))
+        await agent.prompt("one")
+        await agent.wait_for_idle(timeout=20)
+        await agent.follow_up("two")  # 2 held + 1 queued: full now
+        with pytest.raises(RateLimitError, match="limit is 3"):
+            await agent.continue_()
+        with pytest.raises(RateLimitError, match="limit is 3"):
+            await agent.steer("three")
+        state = await agent.get_state()
+        assert state.message_count == 2 and not state.is_streaming
+        assert (state.steering_queue_length, state.follow_up_queue_length) == (0, 1)
+
+
 async def test_queries_and_not_found(temporal_client: Client, tmp_path: Path) -> None:
     model = ScriptedModel([tool_calls([("add", {"a": 1, "b": 1})]), text("2")])
     async with running_worker(temporal_client, tmp_path, model, tools=[add_tool()]) as h:

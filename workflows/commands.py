@@ -101,6 +101,9 @@ class CommandHandlers(ConversationState):
             raise _refuse(errors.INVALID_MESSAGE_ROLE, "No messages to continue from")
         if isinstance(last, AssistantMessage) and not self.steering and not self.follow_up:
             raise _refuse(errors.INVALID_MESSAGE_ROLE, "Cannot continue from message role: assistant")
+        # A run adds at least its answer: refused when the conversation (with what is queued) is full
+        # or the minute's messages are spent.
+        self._check_rate(1)
 
     @workflow.update(name="reset")
     async def reset(self, request: CommandRequest) -> Accepted:
@@ -199,6 +202,28 @@ class CommandHandlers(ConversationState):
             raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
         return Accepted(id=request.id, message_count=self.transcript.message_count)
 
+    @workflow.update(name="queue_steering")
+    async def queue_steering(self, item: QueuedMessage) -> Accepted:
+        self.steer(item)
+        return Accepted(id=item.id, message_count=self.transcript.message_count)
+
+    @queue_steering.validator
+    def _validate_queue_steering(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._check_rate(1)
+
+    @workflow.update(name="queue_follow_up")
+    async def queue_follow_up(self, item: QueuedMessage) -> Accepted:
+        self.follow_up_(item)
+        return Accepted(id=item.id, message_count=self.transcript.message_count)
+
+    @queue_follow_up.validator
+    def _validate_queue_follow_up(self, item: QueuedMessage) -> None:
+        if not self._seen(item.id):
+            self._check_rate(1)
+
+    # The signals came first (clients send the updates above now); kept for the histories that
+    # recorded them. A signal cannot be refused, so these queue whatever comes.
     @workflow.signal(name="steer")
     def steer(self, item: QueuedMessage) -> None:
         if not self._seen(item.id):

@@ -1,8 +1,8 @@
 """One conversation = one workflow (id = session id), running the same agent loop as ``Agent``.
 
 Commands that can be refused are Updates whose validators refuse (AGENT_BUSY, INVALID_MESSAGE_ROLE,
-RATE_LIMITED, validation errors) before anything reaches history; steering, follow-ups and abort are
-Signals; state is read through Queries. Every loop event goes to a Workflow Stream (topic
+RATE_LIMITED, validation errors) before anything reaches history, steering and follow-ups included;
+abort is a Signal; state is read through Queries. Every loop event goes to a Workflow Stream (topic
 ``events``) with offsets; the model activity publishes its deltas to the same stream.
 
 Determinism: ids and time come from ``workflow.uuid4()`` / ``workflow.now()`` (through

@@ -378,9 +378,10 @@ class ConversationState:
             self.seen_ids.popitem(last=False)
 
     def _check_rate(self, incoming: int) -> None:
-        refusal = self.limits.refusal(
-            self.transcript.message_count, self.recent_message_times, now_ms(), incoming
-        )
+        """RATE_LIMITED (SPEC-9.1) unless ``incoming`` more messages fit; queued messages count as held
+        (each becomes a message of the conversation)."""
+        held = self.transcript.message_count + len(self.steering) + len(self.follow_up)
+        refusal = self.limits.refusal(held, self.recent_message_times, now_ms(), incoming)
         if refusal is not None:
             raise _refuse(errors.RATE_LIMITED, refusal)
 
