@@ -29,9 +29,12 @@ from agentcore.session.branching import branch_entries, branch_summary_context
 from agentcore.state import GetApiKey
 
 from .llm import resolve_stream_fn
-from .session import SessionStore
+from .session import SessionStore, heartbeating
 
 COMPACTION_FAILED = "COMPACTION_FAILED"
+# How often a compaction beats (the worker throttles what it sends): well within a second, so an
+# abort cancels the summary call at once.
+HEARTBEAT_SECONDS = 0.2
 
 
 class CompactionActivities:
@@ -47,6 +50,12 @@ class CompactionActivities:
 
     @activity.defn(name="session.compact")  # don't rename: recorded in histories
     async def compact(self, inp: CompactInput) -> CompactResult:
+        # Beating throughout: the workflow cancels the activity when its run is aborted, and the
+        # cancellation reaches it only through heartbeats. It stops the summary call where it is
+        # (the stream is cancelled, as an aborted model call's is); nothing is recorded then.
+        return await heartbeating(self._compact(inp), HEARTBEAT_SECONDS)
+
+    async def _compact(self, inp: CompactInput) -> CompactResult:
         def plan(storage: JsonlSessionStorage) -> CompactionEntry | CompactionPlan | None:
             storage.append_entries(inp.entries)
             done = storage.get_entry(inp.entry_id)
@@ -102,8 +111,9 @@ class CompactionActivities:
             )
         except CompactionError as err:
             # A failed summary is retried by Temporal's policy (a provider hiccup); the workflow
-            # reports the final failure in compaction_end and carries on uncompacted.
-            raise ApplicationError(str(err), type=COMPACTION_FAILED) from err
+            # reports the final failure in compaction_end and carries on uncompacted. The code
+            # travels as the error's type (the workflow puts it before the message once).
+            raise ApplicationError(err.message, type=COMPACTION_FAILED) from err
         return compaction_entry(plan, summary, usage, reason=inp.reason, entry_id=inp.entry_id)
 
 
@@ -144,7 +154,7 @@ class BranchActivities:
                     session_id=inp.session_id,
                 )
             except CompactionError as err:
-                raise ApplicationError(str(err), type=COMPACTION_FAILED) from err
+                raise ApplicationError(err.message, type=COMPACTION_FAILED) from err
         ids = iter([inp.leaf_entry_id, inp.summary_entry_id])
         entries = branch_entries(
             inp.leaf_id, inp.target_entry_id, summary, summary_usage=usage, new_id=lambda: next(ids)

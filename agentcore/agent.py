@@ -31,6 +31,7 @@ from .events import (
     AgentEndEvent,
     AgentEvent,
     AgentStartEvent,
+    CompactionReason,
     MessageEndEvent,
     MessageStartEvent,
     MessageUpdateEvent,
@@ -60,6 +61,7 @@ from .messages import (
 )
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .protocol import ConversationLimits, within_last_minute
+from .providers.errors import is_context_overflow
 from .runtime import AbortSignal, StreamFn, ToolUpdate
 from .state import AgentOptions, AgentState, GetApiKey
 from .subagents import running_as_subagent
@@ -466,6 +468,7 @@ class Agent:
             runtime=_AgentRuntime(self.stream_fn, options.get_api_key, self),
             max_concurrent_tools=self.limits.max_concurrent_tools,
             compact_context=self._compact_context,
+            recover_from_overflow=self._recover_from_overflow,
             activate_tools=self._activate_tools,
             approvals=self._approvals,
         )
@@ -488,7 +491,11 @@ class Agent:
             self._idle.set()
 
     async def _compact_context(
-        self, messages: list[Message], signal: AbortSignal, emit: Callable[[AgentEvent], None]
+        self,
+        messages: list[Message],
+        signal: AbortSignal,
+        emit: Callable[[AgentEvent], None],
+        reason: CompactionReason = "threshold",
     ) -> list[Message] | None:
         """The loop's auto-compaction: summarise with this agent's model and stream function."""
         model = self._state.model
@@ -507,10 +514,25 @@ class Agent:
             settings=self.compaction,
             signal=signal,
             api_key=api_key,
+            reason=reason,
         )
         if compacted is not None:
             self._state.messages = list(compacted)
         return compacted
+
+    async def _recover_from_overflow(
+        self,
+        failed: AssistantMessage,
+        messages: list[Message],
+        signal: AbortSignal,
+        emit: Callable[[AgentEvent], None],
+    ) -> list[Message] | None:
+        """A context overflow is compacted away (reason ``overflow``) and the call made again, once,
+        whether or not the compaction could shorten the context (as a durable conversation does)."""
+        if not self.compaction.enabled or not is_context_overflow(failed):
+            return None
+        compacted = await self._compact_context(messages, signal, emit, "overflow")
+        return compacted if compacted is not None else messages
 
     def _activate_tools(self, names: list[str]) -> list[AgentTool]:
         known = {tool.name: tool for tool in self.available_tools}

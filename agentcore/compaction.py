@@ -647,33 +647,40 @@ async def compact_messages(
     settings: CompactionSettings | None = None,
     signal: AbortSignal | None = None,
     api_key: str | None = None,
+    reason: CompactionReason = "threshold",
 ) -> list[Message] | None:
     """Auto-compaction without a session file (the in-process ``Agent``): when ``messages`` have
-    passed the threshold, summarise their older part and return the context to go on with (the
-    summary message, then the kept messages), as a durable conversation rebuilds it from its file.
+    passed the threshold (or, ``reason="overflow"``, the model refused them as too long), summarise
+    their older part and return the context to go on with (the summary message, then the kept
+    messages), as a durable conversation rebuilds it from its file.
 
     Emits ``compaction_start`` and ``compaction_end`` as a durable conversation does (the end event
     with ``error_message`` when the summary fails; the messages are then unchanged). Returns None
     when nothing was compacted. Entry ids are made up (``new_id``): there is no file to hold them.
     """
     settings = settings or CompactionSettings()
-    if not should_compact(messages, model, settings):
+    if reason == "threshold" and not should_compact(messages, model, settings):
         return None
-    emit(CompactionStartEvent(reason="threshold"))
+    will_retry = reason == "overflow"  # the call that overflowed is made again on the result
+    emit(CompactionStartEvent(reason=reason))
     tokens_before = estimate_context_tokens(messages)
     plan = plan_compaction(_as_path(messages, new_id), settings, model)
     if plan is None:
-        emit(CompactionEndEvent(reason="threshold", tokens_before=tokens_before, tokens_after=tokens_before))
+        emit(CompactionEndEvent(reason=reason, tokens_before=tokens_before, tokens_after=tokens_before))
         return None
     try:
         summary, usage = await summarize_plan(
             plan, model, stream_fn, settings, signal=signal, api_key=api_key
         )
     except CompactionError as err:
-        emit(CompactionEndEvent(reason="threshold", tokens_before=tokens_before, error_message=str(err)))
+        if err.aborted or (signal is not None and signal.aborted):
+            # As pi: an aborted compaction is no error; nothing was recorded.
+            emit(CompactionEndEvent(reason=reason, tokens_before=tokens_before, aborted=True))
+        else:
+            emit(CompactionEndEvent(reason=reason, tokens_before=tokens_before, error_message=str(err)))
         return None
-    entry = compaction_entry(plan, summary, usage, reason="threshold", entry_id=new_id(), timestamp=now_ms())
-    emit(compaction_end_event(entry, reason="threshold"))
+    entry = compaction_entry(plan, summary, usage, reason=reason, entry_id=new_id(), timestamp=now_ms())
+    emit(compaction_end_event(entry, reason=reason, will_retry=will_retry))
     return [compaction_summary_message(summary, entry.timestamp), *plan.kept_messages]
 
 

@@ -90,6 +90,12 @@ EmitEvent = Callable[[AgentEvent], None]
 # compact_context(messages, signal, emit): compact the context before a model call when it has grown
 # too large, emitting compaction_start / compaction_end; returns the messages to go on with, or None.
 CompactContext = Callable[[list[Message], AbortSignal, EmitEvent], "Awaitable[Sequence[Message] | None]"]
+# recover_from_overflow(failed, messages, signal, emit): after a model call failed with ``failed``: when
+# that is a context overflow, compact the context (emitting compaction_start / compaction_end) and
+# return the messages to make the call again on, once (pi's rule); None: the failure stands.
+RecoverFromOverflow = Callable[
+    [AssistantMessage, list[Message], AbortSignal, EmitEvent], "Awaitable[Sequence[Message] | None]"
+]
 # activate_tools(names): the tools (of those named by tool results' ``added_tool_names``, not yet
 # active) that the caller knows and has activated; the next model call sees them.
 ActivateTools = Callable[
@@ -136,6 +142,7 @@ class AgentLoopConfig:
     max_concurrent_tools: int = MAX_CONCURRENT_TOOL_CALLS
     should_stop_after_turn: ShouldStopAfterTurn | None = None
     compact_context: CompactContext | None = None
+    recover_from_overflow: RecoverFromOverflow | None = None
     activate_tools: ActivateTools | None = None
     # Where calls of tools that ``requires_approval`` wait for a person (the caller's, so that it can
     # take decisions); None: a gate of the run's own, which only a timeout or the abort releases.
@@ -282,6 +289,7 @@ class _Run:
         self.new_messages: list[Message] = []
         self._tool_specs: list[ToolSpec] | None = None
         self._approvals = config.approvals
+        self._compacted = False  # whether the last compaction gave messages to go on with
 
     # ------------------------------------------------------------------------------------- turns
 
@@ -367,13 +375,21 @@ class _Run:
         return list(await _maybe_await(getter()) or ())
 
     async def _compact(self, compact: CompactContext) -> AsyncIterator[AgentEvent]:
+        async for event in self._compacting(lambda emit: compact(list(self.messages), self.signal, emit)):
+            yield event
+
+    async def _compacting(
+        self, compact: Callable[[EmitEvent], Awaitable[Sequence[Message] | None]]
+    ) -> AsyncIterator[AgentEvent]:
+        """The compaction's events as it runs; the run goes on from the messages it returns, if any."""
         compacted: list[Sequence[Message] | None] = [None]
 
         async def work(emit: EmitEvent) -> None:
-            compacted[0] = await compact(list(self.messages), self.signal, emit)
+            compacted[0] = await compact(emit)
 
         async for event in _while_running(work):
             yield event
+        self._compacted = compacted[0] is not None
         if compacted[0] is not None:
             self.messages = list(compacted[0])
 
@@ -408,6 +424,35 @@ class _Run:
             yield MessageEndEvent(message=aborted)
             return
         started = False
+        final: AssistantMessage | None = None
+        for attempt in range(2):
+            async for event in self._stream_once(started):
+                if isinstance(event, AssistantMessage):
+                    final = event
+                else:
+                    started = started or isinstance(event, MessageStartEvent)
+                    yield event
+            assert final is not None
+            recover = self.config.recover_from_overflow
+            if attempt or recover is None or final.stop_reason != "error" or self.signal.aborted:
+                break
+            # A context overflow is compacted, then the call made once more on the smaller context
+            # (its events continue the same message, as a durable conversation's do).
+            recovering = functools.partial(recover, final, list(self.messages), self.signal)
+            async for event in self._compacting(recovering):
+                yield event
+            if not self._compacted:
+                break  # not an overflow: the failure stands
+            if self.signal.aborted:
+                final = self._failure("Request was aborted", None)
+                break
+        if not started:
+            yield MessageStartEvent(message=final)
+        yield MessageEndEvent(message=final)
+
+    async def _stream_once(self, started: bool) -> AsyncIterator[AgentEvent | AssistantMessage]:
+        """One model call's message_start / message_update events (message_start unless ``started``),
+        then its final message."""
         partial: AssistantMessage | None = None
         final: AssistantMessage | None = None
         stream: AsyncIterator[Any] | None = None
@@ -448,9 +493,7 @@ class _Run:
             aclose = getattr(stream, "aclose", None)
             if final is None and aclose is not None:  # the consumer stopped early: let the provider clean up
                 await aclose()
-        if not started:
-            yield MessageStartEvent(message=final)
-        yield MessageEndEvent(message=final)
+        yield final
 
     def _failure(self, error_message: str, partial: AssistantMessage | None) -> AssistantMessage:
         # Streamed text and thinking are kept (the user saw them); a half-streamed tool call is not.

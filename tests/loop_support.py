@@ -19,6 +19,7 @@ from agentcore import (
 )
 from agentcore.events import StreamEvent
 from agentcore.inprocess import InProcessRuntime
+from agentcore.messages import AssistantMessage, Message, TextContent
 from agentcore.model import Model
 from agentcore.runtime import ToolUpdate
 from agentcore.testing import scripted_model
@@ -26,6 +27,24 @@ from agentcore.tools import ToolSpec
 
 MODEL = scripted_model()
 OBJECT = {"type": "object", "properties": {}}
+
+
+def long_history(model: Model) -> list[Message]:
+    """Six exchanges of about 45 tokens each: most of a 400-token window, so the next model call
+    compacts first (with ``keep_recent_tokens=60``, the last exchange is kept)."""
+    history: list[Message] = []
+    for index in range(6):
+        history.append(UserMessage(content=f"question {index} " + "word " * 40, timestamp=1))
+        history.append(
+            AssistantMessage(
+                content=[TextContent(text=f"answer {index} " + "word " * 40)],
+                api=model.api,
+                provider=model.provider,
+                model=model.id,
+                timestamp=1,
+            )
+        )
+    return history
 
 
 def user(text: str, timestamp: int = 1_700_000_000_000) -> UserMessage:

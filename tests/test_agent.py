@@ -24,7 +24,7 @@ from agentcore import (
 )
 from agentcore.testing import ScriptedModel, error, text, tool_calls
 
-from .loop_support import MODEL, make_tool, user
+from .loop_support import MODEL, long_history, make_tool, user
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()
 
@@ -550,23 +550,78 @@ async def test_limits_cap_concurrent_tool_calls() -> None:
     assert most == 2
 
 
+async def test_in_process_context_overflow_is_compacted_and_the_call_made_again() -> None:
+    """As a durable conversation: a context overflow is compacted (reason ``overflow``) and the model
+    call retried once on the summary; the run answers instead of ending on the overflow error."""
+    from agentcore.compaction import CompactionSettings
+
+    overflow = "Context overflow: prompt is too long: 210000 tokens > 200000 maximum"
+    model = ScriptedModel([error(overflow), text("SUMMARY OF EARLIER WORK"), text("fresh answer")])
+    agent = Agent(
+        model=MODEL,
+        stream_fn=model,
+        messages=long_history(MODEL),
+        compaction=CompactionSettings(keep_recent_tokens=60),
+    )
+    events: list[Any] = []
+    agent.subscribe(lambda event, signal: events.append(event))
+    await agent.prompt("next")
+    compaction = [e for e in events if e.type.startswith("compaction_")]
+    assert [(e.type, e.reason) for e in compaction] == [
+        ("compaction_start", "overflow"),
+        ("compaction_end", "overflow"),
+    ]
+    assert compaction[1].will_retry and compaction[1].summary == "SUMMARY OF EARLIER WORK"
+    assert said(agent.messages[-1]) == "fresh answer" and agent.get_state().error_message is None
+    assert "SUMMARY OF EARLIER WORK" in said(model.calls[2].messages[0])
+    ends = [e.message for e in events if e.type == "message_end" and e.message.role == "assistant"]
+    assert len(ends) == 1  # the overflowed call's message is not kept
+
+    # Once only: a second overflow ends the run on it.
+    again = ScriptedModel([error(overflow), text("SUMMARY"), error(overflow)])
+    agent = Agent(
+        model=MODEL,
+        stream_fn=again,
+        messages=long_history(MODEL),
+        compaction=CompactionSettings(keep_recent_tokens=60),
+    )
+    await agent.prompt("next")
+    assert len(again.calls) == 3 and agent.messages[-1].error_message == overflow
+
+
+async def test_in_process_aborted_compaction_is_no_error() -> None:
+    """As pi: a compaction aborted while its summary streams ends ``aborted=True`` with no error, the
+    context stays as it was and the run ends aborted without calling the model."""
+    from agentcore.compaction import CompactionSettings
+    from agentcore.testing import scripted_model
+
+    small = scripted_model(context_window=400, max_tokens=100)
+    history = long_history(small)
+    model = ScriptedModel([text("SUMMARY " * 100), text("never")], chunks=100, delay=0.05)
+    agent = Agent(
+        model=small, stream_fn=model, messages=history, compaction=CompactionSettings(keep_recent_tokens=60)
+    )
+    events: list[Any] = []
+
+    def listener(event: Any, signal: Any) -> None:
+        events.append(event)
+        if event.type == "compaction_start":
+            agent.abort()
+
+    agent.subscribe(listener)
+    await asyncio.wait_for(agent.prompt("next"), 2)
+    end = next(e for e in events if e.type == "compaction_end")
+    assert end.aborted and end.error_message is None and end.summary is None
+    assert agent.messages[: len(history)] == history
+    assert agent.messages[-1].stop_reason == "aborted" and len(model.calls) == 1
+
+
 async def test_in_process_auto_compaction_runs_before_the_model_call_events() -> None:
     from agentcore.compaction import CompactionSettings
     from agentcore.testing import scripted_model
 
     small = scripted_model(context_window=400, max_tokens=100)
-    history: list[Message] = []
-    for index in range(6):
-        history.append(user(f"question {index} " + "word " * 40))
-        history.append(
-            AssistantMessage(
-                content=[{"type": "text", "text": f"answer {index} " + "word " * 40}],
-                api=small.api,
-                provider=small.provider,
-                model=small.id,
-                timestamp=1,
-            )
-        )
+    history = long_history(small)
     model = ScriptedModel([text("SUMMARY OF EARLIER WORK"), text("fresh answer")])
     agent = Agent(
         model=small,

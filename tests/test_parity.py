@@ -40,8 +40,9 @@ from agentcore import (
     wakeup_tool,
 )
 from agentcore.compaction import CompactionSettings
+from agentcore.errors import ToolUnavailableError
 from agentcore.events import DURABLE_ONLY_EVENTS, AgentEvent, StreamError, StreamEvent, StreamStart
-from agentcore.messages import AssistantMessage, Message, TextContent, UserMessage
+from agentcore.messages import AssistantMessage, Message
 from agentcore.model import Model, ThinkingLevel
 from agentcore.protocol import DurableState
 from agentcore.runtime import LlmContext, StreamOptions
@@ -57,6 +58,7 @@ from agentcore.testing.scripted import (
     tool_calls,
 )
 from tests.durable_support import add_tool, progress_tool, running_worker, sleep_tool
+from tests.loop_support import long_history
 
 Trigger = tuple[str, int, str, str]  # (event type, occurrence, action, text)
 Step = tuple[str, str]  # (command, text): prompt / steer / follow_up / continue_ / reset
@@ -143,8 +145,59 @@ def _deploy(call_id: str = "c1", **arguments: Any) -> Reply:
     return tool_calls([{"id": call_id, "name": "deploy", "arguments": arguments or {"service": "web"}}])
 
 
+def unavailable_tool() -> AgentTool:
+    """A tool whose server is down (an MCP server, say): durably retried, then the same result."""
+
+    def execute(tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any) -> AgentToolResult:
+        raise ToolUnavailableError('MCP server "files" is not running')
+
+    return AgentTool(name="read_file", description="Read a file.", execute=execute, timeout_seconds=5)
+
+
+IN_TURN_CALLS = 12  # more than the 10 concurrent calls SPEC-9.1 allows
+
+
+def in_turn_tool() -> AgentTool:
+    """Call ``n`` ends a moment after call ``n - 1`` did: the end events come in a fixed order in both
+    runtimes, and calls 10 and 11 start only when calls 0 and 1 have freed their slots."""
+    ended: list[asyncio.Event] = []
+
+    async def execute(
+        tool_call_id: str, args: dict[str, Any], signal: Any, on_update: Any
+    ) -> AgentToolResult:
+        if not ended:
+            ended.extend(asyncio.Event() for _ in range(IN_TURN_CALLS))
+        n = int(args["n"])
+        if n:
+            await ended[n - 1].wait()
+        # Far apart enough that a loaded machine reports the ends (durably: activity completions)
+        # in this order.
+        await asyncio.sleep(0.4)
+        ended[n].set()
+        if n == IN_TURN_CALLS - 1:
+            ended.clear()  # ready for the other runtime's run
+        return AgentToolResult.text(f"call {n} done")
+
+    return AgentTool(
+        name="in_turn",
+        description="Ends after the call before it.",
+        parameters={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        execute=execute,
+        timeout_seconds=20,
+    )
+
+
 def _default_tools() -> list[AgentTool]:
-    return [add_tool(), sleep_tool(), progress_tool(), multiply_tool(), failing_tool(), finishing_tool()]
+    return [
+        add_tool(),
+        sleep_tool(),
+        progress_tool(),
+        multiply_tool(),
+        failing_tool(),
+        finishing_tool(),
+        unavailable_tool(),
+        in_turn_tool(),
+    ]
 
 
 def researcher_tool() -> AgentTool:
@@ -158,22 +211,6 @@ def researcher_tool() -> AgentTool:
 
 # A model with a small window, and a history that fills most of it: the next model call compacts first.
 SMALL_MODEL = scripted_model(context_window=400, max_tokens=100)
-
-
-def _long_history() -> list[Message]:
-    history: list[Message] = []
-    for index in range(6):
-        history.append(UserMessage(content=f"question {index} " + "word " * 40, timestamp=1))
-        history.append(
-            AssistantMessage(
-                content=[TextContent(text=f"answer {index} " + "word " * 40)],
-                api=SMALL_MODEL.api,
-                provider=SMALL_MODEL.provider,
-                model=SMALL_MODEL.id,
-                timestamp=1,
-            )
-        )
-    return history
 
 
 @dataclass
@@ -359,10 +396,42 @@ SCENARIOS = [
         ],
     ),
     Scenario(
+        "unavailable_tool",
+        _model([tool_calls([("read_file", {})]), text("The file server is down.")]),
+    ),
+    Scenario(
+        "more_than_ten_parallel_calls",
+        _model([tool_calls([("in_turn", {"n": n}) for n in range(IN_TURN_CALLS)]), text("All done.")]),
+    ),
+    Scenario(
+        "context_overflow",
+        # The model refuses the long context: compacted (reason overflow), the call made once more.
+        _model(
+            [
+                error("Context overflow: prompt is too long: 210000 tokens > 200000 maximum"),
+                text("SUMMARY OF EARLIER WORK"),
+                text("Answer on the summary."),
+            ]
+        ),
+        messages=long_history(SMALL_MODEL),
+        compaction=CompactionSettings(keep_recent_tokens=60),
+        steps=[("prompt", "Next question.")],
+    ),
+    Scenario(
+        "aborted_compaction",
+        # Aborted while the summary streams: no entry, no error, the run ends aborted.
+        _model([text("SUMMARY " * 200), text("never")], chunks=200, delay=0.05),
+        model=SMALL_MODEL,
+        messages=long_history(SMALL_MODEL),
+        compaction=CompactionSettings(keep_recent_tokens=60),
+        steps=[("prompt", "Next question.")],
+        triggers=[("compaction_start", 1, "abort", "")],
+    ),
+    Scenario(
         "auto_compaction",
         _model([text("SUMMARY OF EARLIER WORK"), text("Fresh answer.")]),
         model=SMALL_MODEL,
-        messages=_long_history(),
+        messages=long_history(SMALL_MODEL),
         compaction=CompactionSettings(keep_recent_tokens=60),
         steps=[("prompt", "Next question.")],
     ),

@@ -6,6 +6,7 @@ window and answers an over-long request with OpenAI's own context_length_exceede
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,11 +14,16 @@ import pytest
 from temporalio.client import Client
 
 from agentcore import AgentOptions
+from agentcore.compaction import CompactionSettings
 from agentcore.errors import AgentBusyError
+from agentcore.events import AgentEvent, CompactionEndEvent
+from agentcore.messages import AssistantMessage
 from agentcore.session import CompactionEntry, JsonlSessionStorage
 from agentcore.testing.loopback import LoopbackServer
+from agentcore.testing.scripted import ScriptedModel, error, scripted_model, text
 from tests.compaction_support import API_KEY, SYSTEM_PROMPT, facts_in, lookup_tool, prompt_text, responder
 from tests.durable_support import collect_run, running_worker
+from tests.loop_support import long_history
 
 WINDOW = 2_000
 
@@ -145,3 +151,56 @@ async def test_fork_branch_labels_and_name(
         assert [m.model_dump() for m in context.messages] == [
             m.model_dump() for m in (await agent.get_state()).messages
         ]
+
+
+async def test_abort_during_auto_compaction_cancels_the_summary_call(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The summary call is cancelled as a model call is: the run ends aborted long before the summary
+    would have streamed to its end (20 s), ``compaction_end`` says ``aborted`` without an error, and
+    the session file holds no compaction entry."""
+    small = scripted_model(context_window=400, max_tokens=100)
+    model = ScriptedModel([text("SUMMARY " * 400), text("never")], chunks=400, delay=0.05)
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start(
+            "abort-compaction",
+            AgentOptions(model=small, messages=long_history(small)),
+            compaction=CompactionSettings(keep_recent_tokens=60),
+        )
+        await agent.prompt("next")
+        events: list[AgentEvent] = []
+        aborted_at = 0.0
+        async for _, event in agent.events(0):
+            events.append(event)
+            if event.type == "compaction_start":
+                await agent.abort()
+                aborted_at = time.monotonic()
+            if event.type == "agent_end":
+                break
+        ended_after = time.monotonic() - aborted_at
+        await agent.wait_for_idle(timeout=20)
+        session = JsonlSessionStorage.open(h.session_path("abort-compaction"))
+        entries = session.get_entries()
+        session.close()
+    end = next(event for event in events if isinstance(event, CompactionEndEvent))
+    assert end.aborted and end.error_message is None and end.entry_id is None
+    assert ended_after < 5, f"the run ended {ended_after:.1f} s after the abort"
+    last = [event for event in events if event.type == "message_end"][-1]
+    assert isinstance(last.message, AssistantMessage) and last.message.stop_reason == "aborted"
+    assert not any(isinstance(entry, CompactionEntry) for entry in entries)
+    assert len(model.calls) == 1  # the summary call only: the model was not called after the abort
+
+
+async def test_a_failed_compaction_names_its_code_once(temporal_client: Client, tmp_path: Path) -> None:
+    small = scripted_model(context_window=400, max_tokens=100)
+    model = ScriptedModel(lambda context: error("upstream exploded"))
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start(
+            "failed-compaction",
+            AgentOptions(model=small, messages=long_history(small)),
+            compaction=CompactionSettings(keep_recent_tokens=60),
+        )
+        await agent.prompt("next")  # auto-compaction: its summary call fails on every attempt
+        events = await collect_run(agent, timeout=60)
+    end = next(event for event in events if isinstance(event, CompactionEndEvent))
+    assert end.error_message == "COMPACTION_FAILED: summary request failed: upstream exploded"

@@ -329,7 +329,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         activity reads the context from the session file, so the loop's own copy only follows."""
         if not self.compaction_due():
             return None
-        await self.compact("threshold", emit=emit)
+        await self.compact("threshold", emit=emit, signal=signal)
         return list(self.transcript.messages)
 
     async def _activate_tools(self, names: list[str]) -> list[ToolSpec]:

@@ -28,7 +28,13 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     import orjson
 
-    from agentcore.errors import EXECUTION_ERROR, EXECUTION_TIMEOUT, OUTCOME_UNKNOWN, SESSION_LOCKED
+    from agentcore.errors import (
+        EXECUTION_ERROR,
+        EXECUTION_TIMEOUT,
+        OUTCOME_UNKNOWN,
+        SESSION_LOCKED,
+        TOOL_UNAVAILABLE,
+    )
     from agentcore.events import (
         LlmRetryEvent,
         StreamDone,
@@ -120,7 +126,10 @@ class TemporalRuntime:
             result, entry = await self._call_model(model, context, options, compact_on_overflow=True)
             if result.overflow:
                 # pi's rule: a context overflow is compacted away and the call retried, once.
-                await conversation.compact("overflow", will_retry=True)
+                await conversation.compact("overflow", will_retry=True, signal=signal)
+                if signal is not None and signal.aborted:
+                    yield _stream_error(partial, "aborted", "Request was aborted")
+                    return
                 result, entry = await self._call_model(model, context, options, compact_on_overflow=False)
         except FailureError as err:  # an ActivityError, or a local attempt's failure as it came
             aborted = isinstance(_cause(err), CancelledError)
@@ -321,6 +330,10 @@ class TemporalRuntime:
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
                 return aborted_result(call.name)
+            if isinstance(err.cause, ApplicationError) and err.cause.type == TOOL_UNAVAILABLE:
+                # The tool's server stayed down through every attempt (``ToolUnavailableError``): the
+                # same result as in-process.
+                return error_result(TOOL_UNAVAILABLE, err.cause.message)
             if not spec.retry_safe:
                 return error_result(
                     OUTCOME_UNKNOWN,

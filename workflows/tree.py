@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -27,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         LabelRequest,
         SessionNameRequest,
     )
+    from agentcore.runtime import AbortSignal
     from agentcore.session.entries import (
         LabelEntry,
         SessionInfoEntry,
@@ -52,41 +54,56 @@ class TreeHandlers(ConversationState):
         *,
         will_retry: bool = False,
         emit: Callable[[AgentEvent], None] | None = None,
+        signal: AbortSignal | None = None,
     ) -> CompactionEndEvent:
         """Summarise the older part of the path (an activity) and go on from the compacted context.
 
         Its events go to ``emit`` (the agent loop's, for an auto-compaction, so they take their
-        place in the run's events), else straight to subscribers."""
+        place in the run's events), else straight to subscribers. ``signal`` (the run's) cancels
+        the activity as it cancels a model call: the summary call stops, no entry is written, and
+        the end event says ``aborted``."""
         publish = emit or self._publish
         tokens_before = estimate_context_tokens(self.transcript.messages)
         publish(CompactionStartEvent(reason=reason))
         entries = list(self.transcript.unwritten)
+        handle = workflow.start_activity(
+            COMPACT_ACTIVITY,
+            CompactInput(
+                session_id=self.session_id,
+                model=self.config.model,
+                entries=entries,
+                leaf_id=self.transcript.leaf_id,
+                entry_id=new_id(),
+                reason=reason,
+                instructions=instructions,
+                settings=self.config.compaction,
+                create=self.session_create(),
+            ),
+            result_type=CompactResult,
+            start_to_close_timeout=policies.COMPACTION.start_to_close,
+            # Beats while the summary streams: an abort reaches the activity through them.
+            heartbeat_timeout=timedelta(seconds=self.limits.llm_heartbeat_seconds),
+            retry_policy=policies.COMPACTION.retry,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"compact ({reason})",
+        )
+        remove = signal.add_listener(handle.cancel) if signal is not None else None
         try:
-            result: CompactResult = await workflow.execute_activity(
-                COMPACT_ACTIVITY,
-                CompactInput(
-                    session_id=self.session_id,
-                    model=self.config.model,
-                    entries=entries,
-                    leaf_id=self.transcript.leaf_id,
-                    entry_id=new_id(),
-                    reason=reason,
-                    instructions=instructions,
-                    settings=self.config.compaction,
-                    create=self.session_create(),
-                ),
-                result_type=CompactResult,
-                start_to_close_timeout=policies.COMPACTION.start_to_close,
-                retry_policy=policies.COMPACTION.retry,
-                summary=f"compact ({reason})",
-            )
+            result: CompactResult = await handle
         except ActivityError as err:
             # The conversation goes on uncompacted (an overflow then surfaces as the model's error).
-            end = CompactionEndEvent(
-                reason=reason, tokens_before=tokens_before, error_message=str(err.cause or err)
-            )
+            if isinstance(err.cause, CancelledError):
+                end = CompactionEndEvent(reason=reason, tokens_before=tokens_before, aborted=True)
+            else:
+                code, why = _failure(err, errors.COMPACTION_FAILED)
+                end = CompactionEndEvent(
+                    reason=reason, tokens_before=tokens_before, error_message=f"{code}: {why}"
+                )
             publish(end)
             return end
+        finally:
+            if remove is not None:
+                remove()
         self.transcript.mark_written(entries)
         self.session_created = True
         if result.entry is None:
