@@ -4,9 +4,9 @@ The one place every tool's arguments are validated (local tools, tools from MCP 
 returns the readable errors (a JSON Pointer to the value and what is wrong with it, at most
 ``MAX_ERRORS``), ``check_schema`` refuses a schema that is not valid Draft 2020-12 when a tool is
 defined rather than when a model first calls it. A schema that names its draft in ``$schema`` (MCP
-servers built on zod send draft-07) is read as that draft. No coercion: the arguments a model sends are JSON
-already, and a string where a number belongs is the model's mistake to be told about. ``format`` is an
-annotation only, as the draft specifies by default.
+servers built on zod send draft-07) is read as that draft. ``coerce`` first repairs a model's small
+type slips as pi does (AJV's ``coerceTypes``, see ``agentcore.coercion``). ``format`` is an annotation
+only, as the draft specifies by default.
 
 A tool's schema is the same on every call, so its validator is compiled once and kept (keyed by the
 schema's canonical JSON, which holds for equal schemas built afresh per call).
@@ -29,12 +29,15 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.jsonschema import DRAFT202012, specification_with
 
+from .coercion import coerce_arguments
+
 __all__ = [
     "MAX_ERRORS",
     "ROOT",
     "InvalidSchemaError",
     "SchemaError",
     "check_schema",
+    "coerce",
     "compiled",
     "format_path",
     "validate",
@@ -79,6 +82,16 @@ def check_schema(schema: Schema) -> None:
 def compiled(schema: Schema) -> Validator:
     """The validator of ``schema``, compiled on first use and kept; raises ``InvalidSchemaError``."""
     return _validator(_canonical(schema))
+
+
+def coerce(instance: Any, schema: Schema) -> Any:
+    """``instance`` with a model's small type slips coerced as pi's validator coerces them (a copy;
+    ``instance`` itself when it is valid or nothing can be coerced). Raises ``InvalidSchemaError``."""
+    validator = compiled(schema)
+    try:
+        return coerce_arguments(instance, validator)
+    except referencing.exceptions.Unresolvable:
+        return instance  # ``validate`` says why
 
 
 def validate(instance: Any, schema: Schema, *, limit: int = MAX_ERRORS) -> list[SchemaError]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -26,7 +27,7 @@ from .errors import (
     INVALID_TOOL_RESULT,
     ToolUnavailableError,
 )
-from .jsonschema import ROOT, InvalidSchemaError, format_path, validate
+from .jsonschema import ROOT, InvalidSchemaError, check_schema, coerce, format_path, validate
 from .messages import ToolCall
 from .runtime import AbortSignal
 from .tools import RAW_ARGUMENTS_KEY, AgentTool, AgentToolResult, ToolSpec
@@ -70,14 +71,19 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
     _refuse_raw_arguments(arguments)
     if isinstance(parameters, type) and issubclass(parameters, BaseModel):
         try:
-            return parameters.model_validate(arguments)
+            # Coerced as a JSON Schema tool's are (pi's rules), then pydantic's own checks.
+            model_schema = _model_schema(parameters)
+            coerced = coerce(arguments, model_schema) if model_schema is not None else arguments
+            return parameters.model_validate(coerced)
         except PydanticValidationError as exc:
             raise _InvalidArguments(
                 [(format_path(tuple(err["loc"])), err["msg"]) for err in exc.errors()]
             ) from None
     if parameters is None or isinstance(parameters, bool | dict):
         try:
-            errors = validate(arguments, parameters if parameters is not None else True)
+            schema = parameters if parameters is not None else True
+            arguments = coerce(arguments, schema)
+            errors = validate(arguments, schema)
         except InvalidSchemaError as exc:  # a $ref to elsewhere, found unresolvable only now
             raise _InvalidArguments([(ROOT, f"the tool's parameter schema cannot be used: {exc}")]) from None
         if errors:
@@ -86,6 +92,17 @@ def validate_arguments(tool: AgentTool, arguments: Any) -> Any:
     raise _InvalidArguments(
         [(ROOT, f"tool parameters of type {type(parameters).__name__} cannot be checked")]
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _model_schema(model: type[BaseModel]) -> dict[str, Any] | None:
+    """The JSON Schema pydantic makes of ``model`` (None for one it cannot describe: no coercion)."""
+    try:
+        schema = model.model_json_schema()
+        check_schema(schema)
+    except Exception:
+        return None
+    return schema
 
 
 def _refuse_raw_arguments(arguments: Any) -> None:
@@ -107,7 +124,7 @@ def check_arguments_by_schema(spec: ToolSpec, call: ToolCall) -> AgentToolResult
         return None
     try:
         _refuse_raw_arguments(call.arguments)
-        problems = validate(call.arguments, spec.parameters)
+        problems = validate(coerce(call.arguments, spec.parameters), spec.parameters)
     except _InvalidArguments as exc:
         return _invalid_parameters_result(spec.name, call.arguments, exc.problems)
     except InvalidSchemaError as exc:  # a $ref to elsewhere, found unresolvable only now

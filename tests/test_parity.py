@@ -396,6 +396,19 @@ SCENARIOS = [
         ],
     ),
     Scenario(
+        "coerced_arguments",
+        # As pi's AJV coerceTypes: "6" is read as 6 where a number belongs (JSON Schema and pydantic
+        # parameters alike); "six" is still refused with its path.
+        _model(
+            [
+                tool_calls([("multiply", {"a": "6", "b": 7})]),
+                tool_calls([("add", {"a": "1", "b": True})]),
+                tool_calls([("multiply", {"a": "six", "b": 7})]),
+                text("42 and 2."),
+            ]
+        ),
+    ),
+    Scenario(
         "unavailable_tool",
         _model([tool_calls([("read_file", {})]), text("The file server is down.")]),
     ),
@@ -806,6 +819,12 @@ async def test_durable_matches_in_process(
         )
     if scenario.name == "multi_chunk_within_one_interval":
         assert local.delta_runs == [6] and durable.delta_runs == [1]
+    if scenario.name == "coerced_arguments":
+        results = [m for m in durable.messages if m["role"] == "toolResult"]
+        assert [r["content"][0]["text"] for r in results[:2]] == ["42", "2.0"]
+        assert (
+            results[2]["is_error"] and "/a: 'six' is not of type 'number'" in results[2]["content"][0]["text"]
+        )
 
 
 class FailingFirstCall(ScriptedModel):

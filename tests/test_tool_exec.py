@@ -241,3 +241,78 @@ async def test_arguments_that_are_not_json_get_invalid_parameters() -> None:
     assert result.is_error
     assert result.details["error_code"] == "INVALID_PARAMETERS"
     assert '{"x": 1,' in result.content[0].text  # type: ignore[union-attr]
+
+
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "quantity": {"type": "integer", "minimum": 1},
+        "price": {"type": "number"},
+        "gift": {"type": "boolean"},
+        "note": {"type": "string"},
+        "code": {"type": "string"},
+        "lines": {"type": "array", "items": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    },
+    "required": ["quantity", "price", "code"],
+}
+
+
+async def _arguments_received(tool_parameters: Any, arguments: dict[str, Any]) -> tuple[Any, AgentToolResult]:
+    received: list[Any] = []
+
+    async def execute(tool_call_id: str, args: Any, signal: AbortSignal, on_update: Any) -> AgentToolResult:
+        received.append(args)
+        return AgentToolResult.text("ok")
+
+    tool = make_tool("order", execute, parameters=tool_parameters)
+    result = await execute_tool(tool, call(arguments, "order"), AbortSignal(), no_updates)
+    return (received[0] if received else None), result
+
+
+async def test_arguments_are_coerced_as_pi_coerces_them() -> None:
+    """pi validates with AJV ``coerceTypes: true`` and drops ``null`` for an optional property: a
+    model's small type slips reach the tool repaired instead of costing a turn."""
+    args, result = await _arguments_received(
+        ORDER_SCHEMA,
+        {
+            "quantity": "6",
+            "price": " 2.50 ",
+            "gift": "true",
+            "note": None,
+            "code": 1e21,
+            "lines": [{"n": "7.0"}, {"n": False}],
+        },
+    )
+    assert not result.is_error, first_text(result)
+    assert args == {"quantity": 6, "price": 2.5, "gift": True, "code": "1e+21", "lines": [{"n": 7}, {"n": 0}]}
+
+    # null for a required property is coerced as AJV coerces it; several types: the first that works
+    args, result = await _arguments_received(
+        {
+            "type": "object",
+            "properties": {"a": {"type": ["integer", "null"]}, "b": {"type": "string"}},
+            "required": ["b"],
+        },
+        {"a": "", "b": None},
+    )
+    assert args == {"a": None, "b": ""}
+
+
+async def test_what_cannot_be_coerced_is_still_refused_with_its_path() -> None:
+    _, result = await _arguments_received(
+        ORDER_SCHEMA, {"quantity": "6.5", "price": "cheap", "code": "A1", "gift": "yes"}
+    )
+    assert code(result) == INVALID_PARAMETERS
+    assert sorted(e["path"] for e in result.details["errors"]) == ["/gift", "/price", "/quantity"]
+    assert "Received arguments:" in first_text(result) and '"quantity": "6.5"' in first_text(result)
+    _, result = await _arguments_received(ORDER_SCHEMA, {"quantity": "0", "price": 1, "code": "A1"})
+    assert code(result) == INVALID_PARAMETERS  # coerced to 0, then below the minimum
+    assert "  - /quantity: 0 is less than the minimum of 1" in first_text(result)
+
+
+async def test_pydantic_parameters_are_coerced_too() -> None:
+    """Pydantic already reads "6" as 6; what it refuses and AJV coerces (a number for a string, null
+    for an optional field) is coerced first."""
+    args, result = await _arguments_received(Forecast, {"city": 5, "days": None})
+    assert not result.is_error, first_text(result)
+    assert args == Forecast(city="5", days=1)
