@@ -490,8 +490,13 @@ class _Run:
         except Exception as exc:
             final = self._failure(str(exc) or type(exc).__name__, partial)
         finally:
+            # The consumer stopped early (closed this generator at a yield): let the provider clean
+            # up. A stream still inside a step of its own was not stopped by the consumer: the run
+            # was closed from outside, by Python's garbage collector, which closes each generator on
+            # its own (a worker that stops leaves its cached workflows to it); it cannot be closed
+            # from here ("aclose(): asynchronous generator is already running").
             aclose = getattr(stream, "aclose", None)
-            if final is None and aclose is not None:  # the consumer stopped early: let the provider clean up
+            if final is None and aclose is not None and not getattr(stream, "ag_running", False):
                 await aclose()
         yield final
 

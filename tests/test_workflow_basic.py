@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import gc
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 
 from agentcore import AgentOptions
@@ -512,3 +515,23 @@ async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
 
 async def _appends_in(agent: Any, count: Callable[[list[Any]], int]) -> int:
     return count(list((await agent.handle.fetch_history()).events))
+
+
+async def test_a_worker_stopped_during_a_model_call_leaves_nothing_to_log(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that stops while a model call streams leaves its cached conversation to Python's
+    garbage collector (the SDK evicts only runs with work pending), which closes the run's coroutine
+    and each of its generators. Closing them must raise nothing: it was logged as ``aclose():
+    asynchronous generator is already running`` and ``Not in workflow event loop``."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    slow = ScriptedModel(lambda context: text("slow " * 100), chunks=100, delay=0.05)
+    async with running_worker(temporal_client, tmp_path, slow) as h:
+        agent = await h.agents.start("stopped-mid-call", AgentOptions(model=scripted_model()))
+        await agent.prompt("go")
+        async for _, event in agent.events(0):
+            if event.type == "message_update":
+                break
+    gc.collect()
+    assert [f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}" for u in unraisable] == []

@@ -298,6 +298,7 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             events = agent_loop_resume(context, config, self.abort_signal)
         else:
             events = agent_loop_continue(context, config, self.abort_signal)
+        closed = False
         try:
             async for event in events:
                 self._apply(event)
@@ -306,21 +307,31 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
                     self.progress.forward(event)
                 if event.type == "tool_execution_end" and self._tool_wakeups:
                     self._announce_tool_wakeup(event.tool_call_id)
+        except GeneratorExit:
+            # Closed by Python's garbage collector, not cancelled: the worker stopped and left this
+            # run in its cache (the SDK evicts only runs with work pending). No workflow API
+            # answers now; there is nothing to record either.
+            closed = True
+            raise
         finally:
-            self.running = False
-            self.abort_signal = None
-            self.streaming_message = None
-            self.pending_tool_calls.clear()
-            self._truncate_events()
-            self._set_details()
-            self._index_running = False
-            self._run_ended_at = workflow.now()
-            # A run whose entries wait for the deferred flush goes idle in the index with the flush:
-            # back-to-back runs then make no upsert each (a history event and a visibility write).
-            if self._flush_deferred():
-                self._index_deferred = True
-            else:
-                self._index()
+            if not closed:
+                self._end_run()
+
+    def _end_run(self) -> None:
+        self.running = False
+        self.abort_signal = None
+        self.streaming_message = None
+        self.pending_tool_calls.clear()
+        self._truncate_events()
+        self._set_details()
+        self._index_running = False
+        self._run_ended_at = workflow.now()
+        # A run whose entries wait for the deferred flush goes idle in the index with the flush:
+        # back-to-back runs then make no upsert each (a history event and a visibility write).
+        if self._flush_deferred():
+            self._index_deferred = True
+        else:
+            self._index()
 
     async def _compact_when_due(
         self, messages: list[Message], signal: AbortSignal, emit: Callable[[AgentEvent], None]
