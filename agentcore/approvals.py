@@ -36,6 +36,7 @@ __all__ = [
     "STEERED_REASON",
     "ApprovalDecision",
     "ApprovalGate",
+    "ApprovalWaitSetAside",
     "PendingApproval",
     "WaitUntil",
 ]
@@ -48,6 +49,11 @@ APPROVAL_DECISION_CUSTOM_TYPE = "tool_approval_decision"
 STEERED_REASON = "the user sent a new message instead"
 # Decided calls remembered, so a repeated decision is recognised (bounded like the seen request ids).
 RESOLVED_KEPT = 2_000
+
+
+class ApprovalWaitSetAside(Exception):  # noqa: N818 (not an error: a run set aside)
+    """Raised by a workflow's wait (never in-process) when the conversation continues as new while
+    every call of the batch waits: the run ends here, and the next run asks for them again."""
 
 
 class PendingApproval(WireModel):

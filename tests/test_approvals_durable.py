@@ -284,3 +284,45 @@ async def test_a_conversation_recovered_from_its_file_asks_again(
         assert runs == [{"service": "web"}]
         messages = (await recovered.get_state()).messages
         assert [m.role for m in messages] == ["user", "assistant", "toolResult", "assistant"]
+
+
+async def test_a_wait_outlasts_continue_as_new(temporal_client: Client, tmp_path: Path) -> None:
+    """A wait of days gathers history (updates, signals, polls): once it is due to continue as new,
+    the run is set aside and the next run asks again, with the same request time; the call runs once."""
+    runs: list[dict[str, Any]] = []
+    model = ScriptedModel([tool_calls([call("c1", service="web")]), text("Deployed after the roll-over.")])
+    limits = FAST_LIMITS.model_copy(update={"continue_as_new_after_events": 60})
+    async with running_worker(
+        temporal_client, tmp_path, model, tools=[deploy_tool(runs)], limits=limits
+    ) as h:
+        agent = await h.agents.start("approve-can", model=scripted_model(), tools=["deploy"])
+        first_run = (await agent.handle.describe()).run_id
+        await agent.prompt("Deploy web.")
+        events: list[AgentEvent] = []
+        await read_until(agent, events, "tool_approval_requested")
+        [asked] = await agent.pending_approvals()
+        # Each accepted update is history: enough of them and the conversation is due to roll over.
+        for index in range(40):
+            await agent.set_session_name(f"name {index}")
+            if (await agent.handle.describe()).run_id != first_run:
+                break
+        assert (await agent.handle.describe()).run_id != first_run, (
+            "the waiting conversation never continued as new"
+        )
+        await read_until(agent, events, "tool_approval_requested", 2)
+        [pending] = await agent.pending_approvals()
+        assert (pending.tool_call_id, pending.requested_at) == ("c1", asked.requested_at)
+        assert (await agent.get_state()).status == AWAITING_APPROVAL
+        await agent.approve("c1")
+        await read_until(agent, events, "agent_end")
+        await agent.wait_for_idle(timeout=30)
+        assert runs == [{"service": "web"}]
+        messages = (await agent.get_state()).messages
+        assert [m.role for m in messages][-3:] == ["assistant", "toolResult", "assistant"]
+        assert messages[-1].text == "Deployed after the roll-over."
+        decisions = [
+            e["data"]["decision"]
+            for e in session_entries(h.session_path("approve-can"))
+            if e.get("custom_type") == "tool_approval_decision"
+        ]
+        assert decisions == ["approved"]

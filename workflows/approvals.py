@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         APPROVAL_REQUEST_CUSTOM_TYPE,
         ApprovalDecision,
         ApprovalGate,
+        ApprovalWaitSetAside,
         PendingApproval,
         approval,
         decision_entry_data,
@@ -64,11 +65,32 @@ class ApprovalHandlers(ConversationState):
             return decided()
         try:
             await workflow.wait_condition(
-                decided, timeout=None if timeout is None else timedelta(seconds=timeout)
+                lambda: decided() or self._set_aside_for_continue_as_new(),
+                timeout=None if timeout is None else timedelta(seconds=timeout),
             )
         except TimeoutError:
             return decided()
+        if not decided() and self._set_aside_for_continue_as_new():
+            raise ApprovalWaitSetAside()
         return True
+
+    def _set_aside_for_continue_as_new(self) -> bool:
+        """Whether the run ends here so the conversation continues as new: its history is due for
+        it (a wait of days gathers polls, signals and updates) and every call of the batch waits,
+        none ran, so the next run asks for them all again, keeping their request time and expiry
+        (``ConversationInput.pending_approvals``). A run must have grown half the limit itself, so
+        a run that resumed calls never sets them aside again at once."""
+        if self.subagent is not None:
+            return False  # a sub-agent's conversation is its parent's call: it ends with its run
+        waiting = {pending.tool_call_id for pending in self.approvals.pending()}
+        length = workflow.info().get_current_history_length()
+        return (
+            bool(waiting)
+            and waiting == self.pending_tool_calls
+            and not self.batch_ended
+            and self._continue_as_new_due()
+            and length - self._run_started_at >= self.limits.continue_as_new_after_events // 2
+        )
 
     def _approval_requested(self, pending: PendingApproval) -> None:
         self.transcript.add(

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     import orjson
 
     from agentcore import errors
+    from agentcore.approvals import ApprovalWaitSetAside, PendingApproval
     from agentcore.events import (
         AgentEvent,
     )
@@ -131,6 +132,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         self.streaming_message: AssistantMessage | None = None
         self.pending_tool_calls: set[str] = set()
         self.approvals = self._approval_gate(inp)
+        self.batch_ended: set[str] = set()
+        self.approvals_to_carry: list[PendingApproval] = []
         self.write_blocked = False
         self.import_error: ApplicationError | None = None
         self.initialized = False
@@ -210,6 +213,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             )
             if self.pending_run is not None:
                 await self._run_agent(self.pending_run)
+            if self.approvals_to_carry:
+                await self._continue_as_new()  # a run set aside while its calls wait for approval
             if self.subagent is not None and self.subagent_outcome is not None:
                 await self._end_subagent()
                 return
@@ -313,6 +318,11 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             # answers now; there is nothing to record either.
             closed = True
             raise
+        except ApprovalWaitSetAside:
+            # Every call of the batch waits for a person and the history is due to continue as
+            # new: the next run takes the calls up again (``workflows/approvals.py``).
+            self.approvals_to_carry = self.approvals.pending()
+            self.pending_run = PendingRun(id=f"resume-{self.run_count}", kind="resume")
         finally:
             if not closed:
                 self._end_run()
@@ -374,10 +384,13 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             else:
                 self.transcript.add_message(event.message)
             self.stats = add_message_to_stats(self.stats, event.message)
+            if isinstance(event.message, AssistantMessage):
+                self.batch_ended.clear()  # a new batch of calls begins, if it asks for any
         elif event.type == "tool_execution_start":
             self.pending_tool_calls.add(event.tool_call_id)
         elif event.type == "tool_execution_end":
             self.pending_tool_calls.discard(event.tool_call_id)
+            self.batch_ended.add(event.tool_call_id)
         elif event.type == "turn_end":
             message = event.message
             if isinstance(message, AssistantMessage) and message.error_message:
@@ -507,5 +520,6 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
             last_model_call_quick=self.runtime.last_call_quick,
             wakeups=self.wakeups,
             schedules=self.schedules,
+            pending_approvals=self.approvals_to_carry,
         )
         workflow.continue_as_new(args=[carry, stream_state])

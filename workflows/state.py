@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
-    from agentcore.approvals import ApprovalGate
+    from agentcore.approvals import ApprovalGate, PendingApproval
     from agentcore.budget import (
         EVENT_MAX_BYTES,
         EVENT_MAX_BYTES_UNDER_PRESSURE,
@@ -165,8 +165,13 @@ class ConversationState:
     # Tool calls waiting for a person (``workflows/approvals.py``); the lock keeps their waits from
     # writing the same entries twice at once.
     approvals: ApprovalGate
+    # The calls of the current batch that ended, and the calls a run set aside asks again after
+    # continue-as-new (``workflows/approvals.py``).
+    batch_ended: set[str]
+    approvals_to_carry: list[PendingApproval]
     _flush_lock: asyncio.Lock
     _flush: Callable[[], Awaitable[None]]
+    _continue_as_new_due: Callable[[], bool]
     _indexed: tuple[Any, ...] | None
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
