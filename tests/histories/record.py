@@ -243,6 +243,48 @@ async def record_subagents(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_wakeups(client: Client, workdir: Path) -> dict[str, str]:
+    """Wake-ups: one the application schedules and lets fire, one cancelled, one the model schedules
+    (``wakeup_tool``) and lets fire, a recurring message delivered, then a reset (which cancels the
+    pending wake-up and deletes the schedule)."""
+    from datetime import timedelta
+
+    from agentcore import wakeup_tool
+    from tests.durable_support import eventually
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user" and "check back" in last.text:
+            return tool_calls([("schedule_wakeup", {"note": "the model's check", "delay_seconds": 1})])
+        return text(f"reply to {last.role}")
+
+    def said(fragment: str):  # type: ignore[no-untyped-def]
+        return lambda state: (
+            state.status == "idle"
+            and any(fragment in message.text for message in state.messages if message.role == "user")
+        )
+
+    tool = wakeup_tool(min_delay=timedelta(seconds=1))
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=[tool]) as h:
+        agent = await h.agents.start(
+            "wakeups", AgentOptions(model=scripted_model(), tools=["schedule_wakeup"])
+        )
+        await agent.schedule_wakeup("the application's check", after=timedelta(seconds=1))
+        await agent.cancel_wakeup(await agent.schedule_wakeup("never", after=timedelta(hours=1)))
+        await eventually(agent.get_state, said("the application's check"))
+        await agent.prompt("please check back later")
+        await eventually(agent.get_state, said("the model's check"))
+        await agent.schedule("every second", every=timedelta(seconds=1))
+        await eventually(agent.get_state, said("[scheduled message] every second"))
+        await agent.schedule_wakeup("pending at the reset", after=timedelta(hours=1))
+        await agent.wait_for_idle(timeout=30)
+        await agent.reset()
+        await agent.wait_for_idle(timeout=30)
+        histories["wakeups-run1"] = (await agent.handle.fetch_history()).to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -258,6 +300,7 @@ async def main() -> None:
             "streaming": record_streaming,
             "paced": record_paced,
             "subagents": record_subagents,
+            "wakeups": record_wakeups,
         }
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
