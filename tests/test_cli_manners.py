@@ -5,6 +5,7 @@ cannot be reached), each failure in one line that keeps its cause."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import AsyncIterator
 from importlib.metadata import version
@@ -126,3 +127,24 @@ async def test_output_json_on_the_commands_that_print_data(
 
     listed = await eventually(listing, lambda listed: len(listed) >= 1)
     assert [item["session_id"] for item in listed] == ["cli-json"] and listed[0]["status"] == "RUNNING"
+
+
+def _completions(line: str, tmp_path: Path) -> list[str]:
+    out = tmp_path / "completions"
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_IFS": "\n",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+    }
+    done = subprocess.run([AGENTCORE], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return [word.strip() for word in out.read_text().split("\n") if word.strip()]
+
+
+def test_shell_completion_offers_commands_and_flags(tmp_path: Path) -> None:
+    assert _completions("agentcore sta", tmp_path) == ["state"]
+    flags = _completions("agentcore sessions --tls-c", tmp_path)
+    assert "--tls-cert-path" in flags and "--tls-ca-path" in flags

@@ -542,7 +542,20 @@ async def _run_until_terminated(argv: Sequence[str] | None) -> int:
         raise
 
 
+def _complete_if_asked() -> None:
+    """Shell completion (``eval "$(register-python-argcomplete agentcore)"``): the shell runs the
+    command with ``_ARGCOMPLETE`` set, and argcomplete answers from the parser and exits."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:  # pragma: no cover - a dependency; without it there is nothing to complete
+        return
+    argcomplete.autocomplete(build_parser())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _complete_if_asked()
     # Wine names have accents; a terminal (or pipe) in an ASCII locale must not crash on them.
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
