@@ -125,8 +125,12 @@ async def test_output_json_on_the_commands_that_print_data(
         assert await run(deployment.argv("sessions", "--output", "json")) == 0
         return list(json.loads(capsys.readouterr().out))
 
-    listed = await eventually(listing, lambda listed: len(listed) >= 1)
-    assert [item["session_id"] for item in listed] == ["cli-json"] and listed[0]["status"] == "RUNNING"
+    # (The namespace is shared with the other tests: their conversations are listed too.)
+    listed = await eventually(
+        listing, lambda listed: any(item["session_id"] == "cli-json" for item in listed)
+    )
+    [mine] = [item for item in listed if item["session_id"] == "cli-json"]
+    assert mine["status"] == "RUNNING" and mine["model"] == "demo/cellar-demo"
 
 
 def _completions(line: str, tmp_path: Path) -> list[str]:
