@@ -79,3 +79,27 @@ async def test_agentcore_dev_plays_the_demo_end_to_end(
     assert "Now 4 in stock." in out
     assert (data_dir / "temporal.db").is_file() and (data_dir / "cellar.sqlite").is_file()
     assert (data_dir / "sessions" / "demo-e2e.jsonl").is_file()
+
+
+async def test_arithmetic_in_words_uses_the_calculator(tmp_path: Path) -> None:
+    # A newcomer's off-script questions: the sommelier's calculator answers them.
+    async with LoopbackServer(sommelier_responder(pacing=0)) as server:
+        agent = Agent(
+            model=server.model("openai-completions"),
+            tools=demo_tools(tmp_path / "cellar.sqlite"),
+            system_prompt=DEMO_SYSTEM_PROMPT,
+        )
+        answers = {}
+        for question in ("What is 17% of 240?", "What's 12 times 7?", "And 240 divided by 6?"):
+            await agent.prompt(question)
+            last = agent.get_state().messages[-1]
+            assert isinstance(last, AssistantMessage)
+            answers[question] = last.text
+        messages = agent.get_state().messages
+    calls = [call.arguments for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
+    assert calls == [{"expression": "240 * 17 / 100"}, {"expression": "12 * 7"}, {"expression": "240 / 6"}]
+    assert answers == {
+        "What is 17% of 240?": "17% of 240 is 40.8.",
+        "What's 12 times 7?": "12 times 7 is 84.",
+        "And 240 divided by 6?": "240 divided by 6 is 40.",
+    }

@@ -238,3 +238,62 @@ async def test_markdown_renders_while_it_streams_with_highlighted_copyable_code(
         "const done = arguments[arguments.length - 1]; navigator.clipboard.readText().then(done, e => done('ERR ' + e));",
     )
     assert clipboard.startswith("**Pour it slowly.**") and "```python" in clipboard
+
+
+async def test_a_terminated_conversation_shows_its_transcript_and_why(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    await agent.prompt("What is 3 * 20?")
+    await agent.wait_for_idle(timeout=30)
+    await web.agents.client.get_workflow_handle(agent.session_id).terminate(reason="stopped by the operator")
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(
+        "return document.querySelector('#banner').textContent.includes('stopped by the operator')",
+        what="the reason",
+    )
+    assert "terminated" in await browser.js("return document.querySelector('#banner').textContent")
+    users = await browser.js(
+        "return [...document.querySelectorAll('.message.user')].map(m => m.innerText.trim())"
+    )
+    assert users == ["What is 3 * 20?"]
+    assert "3 * 20 = 60." in await browser.js("return document.querySelector('#transcript').innerText")
+    assert await browser.js("return document.querySelector('#chat-status').textContent") == "terminated"
+    assert await browser.js("return document.querySelector('#send').disabled")
+
+
+async def test_keyboard_enter_shift_enter_escape_and_up(web: WebDeployment, browser: Browser) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    agent = await web.start()
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    # Shift+Enter is a new line, Enter sends.
+    await browser.type("#message", "What is 3 * 20?")
+    await browser.type("#message", Keys.SHIFT + Keys.ENTER + Keys.SHIFT + "Thanks")
+    assert await browser.js("return document.querySelector('#message').value") == "What is 3 * 20?\nThanks"
+    await browser.type("#message", Keys.ENTER)
+    await runs_ended(browser, 1)
+    users = [m.text for m in (await agent.get_state()).messages if m.role == "user"]
+    assert users == ["What is 3 * 20?\nThanks"]
+    # Esc aborts the running turn.
+    await send(browser, "Count to 240, please")
+    await browser.wait_for(
+        "return document.querySelector('.message.streaming .body')?.textContent.includes('w010')",
+        what="the answer streaming",
+    )
+    await browser.type("#message", Keys.ESCAPE)
+    await browser.wait_for("return document.querySelector('.notice.aborted')", what="the aborted notice")
+    await runs_ended(browser, 2)
+    # Up in the empty box edits the last message: a branch from before it, its text in the box.
+    await browser.wait_for(
+        "return window.agentcoreChat.lastUser && window.agentcoreChat.lastUser.view.entry_id"
+    )
+    await browser.type("#message", Keys.ARROW_UP)
+    await browser.wait_for(
+        "return document.querySelector('#message').value === 'Count to 240, please'"
+        " && document.querySelectorAll('.message.user').length === 1",
+        what="the last message back in the box",
+    )
+    state = await agent.get_state()
+    assert [m.text for m in state.messages if m.role == "user"] == ["What is 3 * 20?\nThanks"]

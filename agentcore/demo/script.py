@@ -385,10 +385,42 @@ def _summary(request: _Request) -> _Reply:
     return _Reply(f"{lines[0]} The most valuable parts of the cellar: {', '.join(top)}.")
 
 
-def _math(request: _Request, expression: str) -> _Reply:
+def _math(request: _Request, expression: str, answer: str = "") -> _Reply:
+    """The calculator's answer; ``answer`` phrases it (``{result}`` is the number)."""
     if not request.results:
         return _Reply("", [("calculator", {"expression": expression})])
-    return _Reply(f"{request.results[-1].text}.")
+    text = request.results[-1].text
+    if answer and " = " in text:  # "240 * 17 / 100 = 40.8"; an error is told as it is
+        return _Reply(answer.format(result=text.rsplit(" = ", 1)[1]))
+    return _Reply(f"{text}.")
+
+
+_NUMBER = r"(\d+(?:[.,]\d+)?)"
+_SPOKEN_OPERATORS = {
+    "times": "*",
+    "multiplied by": "*",
+    "plus": "+",
+    "minus": "-",
+    "divided by": "/",
+    "over": "/",
+}
+
+
+def _spoken_math(question: str) -> tuple[str, str] | None:
+    """Arithmetic asked in words ("17% of 240", "12 times 7"): the calculator's expression and how
+    the answer is phrased, or None."""
+    folded = question.lower().replace("$", "")
+    percent = re.search(rf"{_NUMBER}\s*(?:%|percent|per cent)\s+of\s+{_NUMBER}", folded)
+    if percent:
+        share, whole = (group.replace(",", "") for group in percent.groups())
+        return f"{whole} * {share} / 100", f"{share}% of {whole} is {{result}}."
+    operators = "|".join(_SPOKEN_OPERATORS)
+    spoken = re.search(rf"{_NUMBER}\s+({operators})\s+{_NUMBER}", folded)
+    if spoken:
+        left, word, right = spoken.groups()
+        expression = f"{left.replace(',', '')} {_SPOKEN_OPERATORS[word]} {right.replace(',', '')}"
+        return expression, f"{left} {word} {right} is {{result}}."
+    return None
 
 
 def _keyword_search(request: _Request) -> _Reply:
@@ -434,6 +466,8 @@ def _plan(request: _Request) -> _Reply:
         return _time(request)
     if re.search(r"\b(summary|worth|value|inventory|how many bottles)\b", folded):
         return _summary(request)
+    if spoken := _spoken_math(question):
+        return _math(request, *spoken)
     if expression := re.search(r"(\d[\d\s.+\-*/()%]*[+\-*/]\s*[\d(][\d\s.+\-*/()]*)", question):
         return _math(request, expression.group(1).strip())
     filters = _search_filters(question)

@@ -54,7 +54,7 @@ from ..search_attributes import AWAITING_APPROVAL
 from ..state import AgentOptions
 from .markdown import render_markdown
 from .security import Guard, SignIns
-from .views import event_view, queued_view, state_view
+from .views import ended_view, event_view, queued_view, state_view
 
 STATIC_DIR = Path(__file__).parent / "static"
 # Between keep-alive comments on a quiet event stream: proxies drop idle connections after 30-60 s.
@@ -312,8 +312,45 @@ class WebChat:
         agent = await self.agents.start(str(session_id), options)
         return _json({"session_id": agent.session_id}, 201)
 
+    async def _ended(self, session_id: str) -> dict[str, Any] | None:
+        """The snapshot of a conversation whose workflow has ended (terminated, failed, timed out,
+        completed): its transcript from the session file, and why it ended. None if there is none."""
+        from temporalio.client import WorkflowExecutionStatus
+        from temporalio.service import RPCError
+
+        handle = self.agents.client.get_workflow_handle(session_id)
+        try:
+            description = await handle.describe()
+        except RPCError:
+            return None
+        status = description.status
+        if status is None or status == WorkflowExecutionStatus.RUNNING:
+            return None
+        reason = ""
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_terminated_event_attributes"):
+                reason = event.workflow_execution_terminated_event_attributes.reason
+            elif event.HasField("workflow_execution_failed_event_attributes"):
+                reason = event.workflow_execution_failed_event_attributes.failure.message
+        name = status.name.lower()
+        view = ended_view(session_id, name, public_message(reason), self._session_path(session_id))
+        view["workflow_url"] = self._workflow_url(session_id)
+        view["title"] = await asyncio.to_thread(self._title, session_id)
+        return view
+
+    def _session_path(self, session_id: str) -> Path | None:
+        if self.agents.sessions_dir is None:
+            return None
+        return self.agents.sessions_dir / f"{session_id}.jsonl"
+
     async def conversation(self, request: Request) -> Response:
-        agent = await self._agent(request)
+        try:
+            agent = await self._agent(request)
+        except AgentNotFoundError:
+            ended = await self._ended(request.path_params["session"])
+            if ended is None:
+                raise
+            return _json(ended)
         state = await agent.get_state()
         # Entry ids name the messages for branch and fork; the page of the same range holds them.
         page = await agent.get_messages(state.first_message_index, state.message_count)

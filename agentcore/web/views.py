@@ -6,12 +6,14 @@ The browser never turns model text into markup itself: text arrives either as ``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..cli.render import tool_result_text
 from ..events import AgentEvent
 from ..messages import AssistantMessage, Message, TextContent, ThinkingContent, ToolCall, ToolResultMessage
 from ..protocol import DurableState, QueuedMessage
+from ..session import JsonlSessionStorage
 from ..wakeups import Wakeup
 from .markdown import render_markdown
 
@@ -96,6 +98,41 @@ def wakeup_view(wakeup: Wakeup) -> dict[str, Any]:
     return {"id": wakeup.id, "note": wakeup.note, "due_at": wakeup.due_at.isoformat()}
 
 
+def ended_view(session_id: str, status: str, reason: str, session_path: Path | None) -> dict[str, Any]:
+    """The snapshot of a conversation whose workflow ended: what its session file holds, read only
+    (``ended`` is true; there is no event stream to follow)."""
+    messages: list[Message] = []
+    entry_ids: list[str] = []
+    model = ""
+    if session_path is not None and session_path.is_file():
+        with JsonlSessionStorage.open(session_path) as storage:
+            context = storage.build_context()
+        messages, entry_ids = context.messages, list(context.message_entry_ids)
+        if context.model is not None:
+            model = f"{context.model.provider}/{context.model.id}"
+    return {
+        "session_id": session_id,
+        "status": status,
+        "ended": True,
+        "end_reason": reason,
+        "model": model,
+        "thinking_level": "off",
+        "tools": [],
+        "system_prompt": "",
+        "message_count": len(messages),
+        "first_message_index": 0,
+        "messages": [
+            message_view(message, i, entry_ids[i] if i < len(entry_ids) else None)
+            for i, message in enumerate(messages)
+        ],
+        "streaming_message": None,
+        "pending_tool_calls": [],
+        "error_message": None,
+        "event_offset": 0,
+        "queued": [],
+    }
+
+
 def event_view(event: AgentEvent) -> dict[str, Any]:
     """An event for the page. Deltas go without the partial message they may carry (the page holds
     the text so far: shipping it with every delta would grow quadratically); finished messages get
@@ -127,4 +164,4 @@ def event_view(event: AgentEvent) -> dict[str, Any]:
     return view
 
 
-__all__ = ["event_view", "message_view", "queued_view", "state_view", "wakeup_view"]
+__all__ = ["ended_view", "event_view", "message_view", "queued_view", "state_view", "wakeup_view"]

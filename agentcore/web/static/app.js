@@ -710,6 +710,7 @@ function updateControls() {
   const ended = ["closed", "terminated", "failed", "timed_out", "completed", "canceled"].includes(chat.status);
   const usable = chat.connected && !ended;
   for (const id of ["send", "follow-up", "abort"]) $(id).disabled = !usable;
+  $("message").disabled = ended;
   $("message").placeholder = ended
     ? "This conversation has ended: fork it from a message to go on"
     : "Message (Enter sends, Shift+Enter new line, Esc aborts, ↑ edits the last)";
@@ -920,7 +921,12 @@ async function loadSnapshot() {
     link.href = state.workflow_url;
     link.hidden = false;
   }
-  setRunning(state.status !== "idle", state.status);
+  if (state.ended) {
+    // The workflow ended (terminated, failed, timed out): the transcript stays readable, with why.
+    const why = state.end_reason ? `: ${state.end_reason}` : ".";
+    banner(`This conversation's workflow has ${state.status === "timed_out" ? "timed out" : state.status}${why}`, "error");
+    setRunning(false, state.status);
+  } else setRunning(state.status !== "idle", state.status);
   if (state.streaming_message) startStreaming(state.streaming_message);
   if (state.error_message) toast(`The last run failed: ${state.error_message}`, "error");
   renderQueued(state.queued);
@@ -1089,6 +1095,7 @@ async function showChat(session) {
   setInterval(tickActivity, 100);
   try {
     const state = await loadSnapshot();
+    if (state.ended) return;
     openEvents(state.event_offset);
     $("message").focus();
   } catch (error) {
