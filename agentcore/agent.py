@@ -634,7 +634,7 @@ class _AgentRuntime(InProcessRuntime):
     out (as the workflow does durably); every other call runs its tool."""
 
     def __init__(self, stream_fn: StreamFn | None, get_api_key: GetApiKey | None, agent: Agent) -> None:
-        super().__init__(stream_fn, get_api_key)
+        super().__init__(stream_fn, get_api_key, agent._approvals)
         self._agent = agent
 
     async def run_tool(

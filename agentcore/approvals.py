@@ -114,6 +114,14 @@ class ApprovalGate:
         self._on_resolved = on_resolved
         self._persist = persist
         self._changed: asyncio.Event | None = None
+        # Sub-agents' calls (``agentcore.subagents``): shown in this list with their session id and
+        # decided through it. In-process a child's gate is attached while it runs (``add_child``);
+        # durably a child workflow reports its list (``set_child_pending``) and a decision taken
+        # here is sent on to it (``forward(session_id, tool_call_id, decision)``).
+        self._children: dict[str, ApprovalGate] = {}
+        self._remote: dict[str, list[PendingApproval]] = {}
+        self.forward: Callable[[str, str, ApprovalDecision], None] | None = None
+        self._listeners: list[Callable[[], None]] = []
 
     # ---------------------------------------------------------------------------- people's side
 
@@ -121,14 +129,24 @@ class ApprovalGate:
         """The calls waiting now, oldest first (restored ones not yet asked again included)."""
         waiting = [w.pending for w in self._waiting.values() if w.decision is None]
         asked = {p.tool_call_id for p in waiting}
-        return [*(p for p in self._restored.values() if p.tool_call_id not in asked), *waiting]
+        own = [*(p for p in self._restored.values() if p.tool_call_id not in asked), *waiting]
+        return [*own, *self._childrens_pending()]
 
     def is_waiting(self) -> bool:
-        return any(w.decision is None for w in self._waiting.values())
+        return (
+            any(w.decision is None for w in self._waiting.values())
+            or any(child.is_waiting() for child in self._children.values())
+            or any(self._remote.values())
+        )
 
     def check(self, tool_call_id: str, decision: ApprovalDecision) -> bool:
         """Raise the typed refusal of ``decision`` for ``tool_call_id``, else return whether it is
         new (False: the call was decided that way already, and deciding again changes nothing)."""
+        holder = self._holder(tool_call_id)
+        if isinstance(holder, ApprovalGate):
+            return holder.check(tool_call_id, decision)
+        if holder is not None:
+            return True  # a durable sub-agent's call: its own conversation checks the decision
         waiting = self._waiting.get(tool_call_id)
         if waiting is None or waiting.decision is not None:
             done = self._resolved.get(tool_call_id) or (waiting.decision if waiting else None)
@@ -155,6 +173,14 @@ class ApprovalGate:
         self.decide(tool_call_id, ApprovalDecision(decision="denied", reason=reason))
 
     def decide(self, tool_call_id: str, decision: ApprovalDecision) -> None:
+        holder = self._holder(tool_call_id)
+        if isinstance(holder, ApprovalGate):
+            holder.decide(tool_call_id, decision)
+            return
+        if holder is not None:
+            if self.forward is not None:
+                self.forward(holder, tool_call_id, decision)
+            return
         if self.check(tool_call_id, decision):
             self._resolve(self._waiting[tool_call_id], decision)
 
@@ -163,6 +189,72 @@ class ApprovalGate:
         for waiting in list(self._waiting.values()):
             if waiting.decision is None:
                 self._resolve(waiting, ApprovalDecision(decision="denied", reason=reason))
+        # A sub-agent's waiting calls too: the run they hold up will take the message next.
+        for child in list(self._children.values()):
+            child.deny_all(reason)
+        for session_id, listed in self._remote.items():
+            for pending in listed:
+                if self.forward is not None:
+                    self.forward(
+                        session_id, pending.tool_call_id, ApprovalDecision(decision="denied", reason=reason)
+                    )
+
+    # ------------------------------------------------------------------------- sub-agents' calls
+
+    def add_child(self, session_id: str, child: ApprovalGate) -> Callable[[], None]:
+        """Show an in-process sub-agent's waiting calls here while it runs; returns the detach."""
+        self._children[session_id] = child
+
+        def detach() -> None:
+            if self._children.get(session_id) is child:
+                del self._children[session_id]
+
+        return detach
+
+    def set_child_pending(self, session_id: str, pending: list[PendingApproval]) -> None:
+        """A durable sub-agent's waiting calls (its descendants' included), as it reported them."""
+        if pending:
+            self._remote[session_id] = list(pending)
+        elif self._remote.pop(session_id, None) is None:
+            return
+        self._changed_now()
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever the waiting calls change (a sub-agent reports to its caller)."""
+        self._listeners.append(listener)
+
+    def _childrens_pending(self) -> list[PendingApproval]:
+        found: list[PendingApproval] = []
+        for session_id, child in self._children.items():
+            found.extend(
+                p if p.session_id else p.model_copy(update={"session_id": session_id})
+                for p in child.pending()
+            )
+        for listed in self._remote.values():
+            found.extend(listed)
+        return found
+
+    def _knows(self, tool_call_id: str) -> bool:
+        return (
+            tool_call_id in self._waiting or tool_call_id in self._resolved or tool_call_id in self._restored
+        )
+
+    def _holder(self, tool_call_id: str) -> ApprovalGate | str | None:
+        """The sub-agent that holds ``tool_call_id`` (its gate, or a durable one's session id), or
+        None when the call is this conversation's own or unknown. Own calls come first."""
+        if self._knows(tool_call_id):
+            return None
+        for child in self._children.values():
+            if child._knows(tool_call_id) or child._holder(tool_call_id) is not None:
+                return child
+        for session_id, listed in self._remote.items():
+            if any(p.tool_call_id == tool_call_id for p in listed):
+                return session_id
+        return None
+
+    def _changed_now(self) -> None:
+        for listener in list(self._listeners):
+            listener()
 
     # ------------------------------------------------------------------------------ loop's side
 
@@ -196,6 +288,7 @@ class ApprovalGate:
         emit_requested(pending)
         if self._on_requested is not None:
             self._on_requested(pending)
+        self._changed_now()
         if self._persist is not None:
             await self._persist()
         remaining = None if pending.expires_at is None else max(0.0, (pending.expires_at - clock()) / 1000)
@@ -220,6 +313,7 @@ class ApprovalGate:
             self._resolved.popitem(last=False)
         if self._on_resolved is not None:
             self._on_resolved(waiting.pending, decision)
+        self._changed_now()
         self._notify()
 
     def _notify(self) -> None:

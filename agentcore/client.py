@@ -710,6 +710,9 @@ class DurableAgent:
         Refused before anything is written: ``ApprovalNotFoundError`` (no such call waits),
         ``ApprovalAlreadyResolvedError`` (decided otherwise), ``InvalidParametersError`` (``args``
         fail the tool's schema). Approving again the same way answers ``status="duplicate"``."""
+        holder = await self._sub_agent_holding(tool_call_id)
+        if holder is not None:
+            return await holder.approve(tool_call_id, args)
         request_id = _new_id()
         request = ApproveRequest(id=request_id, tool_call_id=tool_call_id, args=args)
         return await self._update("approve", request, request_id)
@@ -717,12 +720,28 @@ class DurableAgent:
     async def deny(self, tool_call_id: str, reason: str = "") -> Accepted:
         """Refuse a tool call waiting for approval: its result is a ``TOOL_DENIED`` error the model
         reads, with ``reason``. Refused as ``approve`` is."""
+        holder = await self._sub_agent_holding(tool_call_id)
+        if holder is not None:
+            return await holder.deny(tool_call_id, reason)
         request_id = _new_id()
         request = DenyRequest(id=request_id, tool_call_id=tool_call_id, reason=reason)
         return await self._update("deny", request, request_id)
 
+    async def _sub_agent_holding(self, tool_call_id: str) -> DurableAgent | None:
+        """The sub-agent conversation whose call ``tool_call_id`` is (as this conversation lists it),
+        or None when it is this one's own: a decision goes to the conversation that waits, whose
+        Update checks it (the edited arguments against its tool's schema) and answers."""
+        pending = await self.pending_approvals()
+        if any(p.tool_call_id == tool_call_id and p.session_id in (None, self.session_id) for p in pending):
+            return None
+        for p in pending:
+            if p.tool_call_id == tool_call_id and p.session_id:
+                return DurableAgent(self.agents, self.client.get_workflow_handle(p.session_id))
+        return None
+
     async def pending_approvals(self) -> list[PendingApproval]:
-        """The tool calls waiting for a person, oldest first."""
+        """The tool calls waiting for a person, oldest first: this conversation's own, then its
+        sub-agents' (``session_id`` names the sub-agent's conversation; approve and deny route there)."""
         return (await self._query("get_approvals", None, ApprovalsState)).pending
 
     async def abort(self, reason: str | None = None) -> None:

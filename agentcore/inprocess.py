@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
+from .approvals import ApprovalGate
 from .errors import TOOL_NOT_SUPPORTED, TOOL_UNAVAILABLE, ToolUnavailableError
 from .events import StreamEvent
 from .messages import ToolCall
@@ -37,10 +38,17 @@ def default_stream_fn() -> StreamFn:
 class InProcessRuntime:
     """Runs everything in this process. ``stream_fn=None`` means the provider the model's ``api`` names."""
 
-    def __init__(self, stream_fn: StreamFn | None = None, get_api_key: GetApiKey | None = None) -> None:
+    def __init__(
+        self,
+        stream_fn: StreamFn | None = None,
+        get_api_key: GetApiKey | None = None,
+        approvals: ApprovalGate | None = None,
+    ) -> None:
         self.stream_fn = stream_fn
-        # Handed to a sub-agent tool's nested agent, which calls models the way its caller does.
+        # Handed to a sub-agent tool's nested agent, which calls models the way its caller does and
+        # whose calls waiting for approval show (and are decided) in its caller's ``approvals``.
         self.get_api_key = get_api_key
+        self.approvals = approvals
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
@@ -61,7 +69,11 @@ class InProcessRuntime:
                 f'Tool "{tool.name}" is only a spec here; its execute function lives on a worker. '
                 "Give the in-process agent an AgentTool.",
             )
-        token = calling_subagent(self.stream_fn, self.get_api_key) if tool.subagent is not None else None
+        token = (
+            calling_subagent(self.stream_fn, self.get_api_key, self.approvals)
+            if tool.subagent is not None
+            else None
+        )
         try:
             return await execute_tool_with_timeout(tool, call, signal, on_update)
         except ToolUnavailableError as exc:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from .approvals import PendingApproval
+from .approvals import ApprovalDecision, PendingApproval
 from .compaction import CompactionSettings
 from .events import CompactionReason
 from .messages import AssistantMessage, Message, UserMessage, WireModel
@@ -52,6 +52,10 @@ SIGNAL_FOLLOW_UP = "follow_up"
 SIGNAL_ABORT = "abort"
 # Events an activity publishes (model deltas, tool progress): the workflow puts them in its stream.
 SIGNAL_ACTIVITY_EVENTS = "activity_events"
+# A sub-agent's calls waiting for approval, reported to its parent; a decision taken in the parent,
+# sent on to the sub-agent (``workflows/subagents.py``).
+SIGNAL_SUBAGENT_APPROVALS = "subagent_approvals"
+SIGNAL_DECIDE_APPROVAL = "decide_approval"
 QUERY_STATE = "get_state"
 QUERY_MESSAGES = "get_messages"
 QUERY_STATS = "get_session_stats"
@@ -260,6 +264,20 @@ class DenyRequest(WireModel):
     id: str = ""
     tool_call_id: str
     reason: str = ""
+
+
+class SubagentApprovals(WireModel):
+    """``subagent_approvals``: every call a sub-agent (and its own sub-agents) waits on, now."""
+
+    session_id: str
+    pending: list[PendingApproval] = Field(default_factory=list)
+
+
+class ForwardedDecision(WireModel):
+    """``decide_approval``: a decision taken in the parent for one of this sub-agent's calls."""
+
+    tool_call_id: str
+    decision: ApprovalDecision
 
 
 class ApprovalsState(WireModel):

@@ -28,6 +28,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from .approvals import ApprovalGate
 from .errors import EXECUTION_ABORTED, EXECUTION_ERROR, SUBAGENT_DEPTH_EXCEEDED
 from .events import AgentEvent
 from .messages import AssistantMessage, Message, TextContent, Usage, UsageCost
@@ -201,7 +202,8 @@ def subagent_result(name: str, session_id: str, messages: Sequence[Message]) -> 
 
 def subagent_progress(session_id: str, event: AgentEvent, turn: int) -> AgentToolResult | None:
     """The progress (``tool_execution_update``'s partial result) a child's ``event`` makes, if any:
-    its turns (``turn``: how many it has ended, this one included) and its tool calls."""
+    its turns (``turn``: how many it has ended, this one included), its tool calls, and its calls'
+    approval requests and decisions."""
     base: dict[str, Any] = {"session_id": session_id, "event": event.type}
     if event.type == "turn_end" and isinstance(event.message, AssistantMessage):
         said = _text(event.message)[:PROGRESS_TEXT_CHARS]
@@ -210,6 +212,12 @@ def subagent_progress(session_id: str, event: AgentEvent, turn: int) -> AgentToo
     if event.type == "tool_execution_start":
         details = {**base, "tool_call_id": event.tool_call_id, "tool_name": event.tool_name}
         return AgentToolResult.text(f"calling {event.tool_name}", details=details)
+    if event.type == "tool_approval_requested":
+        details = {**base, "tool_call_id": event.tool_call_id, "tool_name": event.tool_name}
+        return AgentToolResult.text(f"waiting for approval: {event.tool_name}", details=details)
+    if event.type == "tool_approval_resolved":
+        details = {**base, "tool_call_id": event.tool_call_id, "decision": event.decision}
+        return AgentToolResult.text(f"approval: {event.decision}", details=details)
     if event.type == "tool_execution_end":
         details = {
             **base,
@@ -232,6 +240,7 @@ class _Caller:
 
     stream_fn: Any
     get_api_key: GetApiKey | None
+    approvals: ApprovalGate | None
 
 
 # Set by ``InProcessRuntime`` around a sub-agent tool's call; depth and session id by the sub-agent's
@@ -247,9 +256,12 @@ def running_as_subagent() -> bool:
     return _DEPTH.get() > 0
 
 
-def calling_subagent(stream_fn: Any, get_api_key: GetApiKey | None) -> object:
-    """Mark the calls that follow as made by an agent with this stream function (a token to reset)."""
-    return _CALLER.set(_Caller(stream_fn, get_api_key))
+def calling_subagent(
+    stream_fn: Any, get_api_key: GetApiKey | None, approvals: ApprovalGate | None = None
+) -> object:
+    """Mark the calls that follow as made by an agent with this stream function and approval gate
+    (a token to reset)."""
+    return _CALLER.set(_Caller(stream_fn, get_api_key, approvals))
 
 
 def done_calling_subagent(token: object) -> None:
@@ -299,6 +311,8 @@ async def _run_in_process(
     remove = signal.add_listener(lambda: child.abort())
     if signal.aborted:
         return aborted_result(name)
+    # The child's calls waiting for a person show in the caller's list and are decided there too.
+    detach = caller.approvals.add_child(session_id, child._approvals) if caller and caller.approvals else None
     depth_token = _DEPTH.set(depth)
     limit_token = _LIMIT.set(limit)
     session_token = _SESSION.set(session_id)
@@ -312,4 +326,6 @@ async def _run_in_process(
         _LIMIT.reset(limit_token)
         _DEPTH.reset(depth_token)
         remove()
+        if detach is not None:
+            detach()
     return subagent_result(name, session_id, child.messages)

@@ -68,7 +68,7 @@ from .commands import CommandHandlers
 from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .schedules import ScheduleHandlers
 from .state import _failure
-from .subagents import SUBAGENT_ABORT_REASON, ParentProgress
+from .subagents import SUBAGENT_ABORT_REASON, ParentProgress, SubagentHandlers
 from .tree import TreeHandlers
 from .wakeups import WakeupHandlers
 
@@ -80,7 +80,9 @@ FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
-class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, ScheduleHandlers, ApprovalHandlers):
+class ConversationWorkflow(
+    CommandHandlers, TreeHandlers, WakeupHandlers, ScheduleHandlers, ApprovalHandlers, SubagentHandlers
+):
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.stream = WorkflowStream(prior_state=stream_state)
@@ -153,6 +155,8 @@ class ConversationWorkflow(CommandHandlers, TreeHandlers, WakeupHandlers, Schedu
         self.progress = ParentProgress(inp.session_id, inp.subagent) if inp.subagent is not None else None
         self.subagent_outcome: AgentToolResult | None = None
         self.subagents_waiting: dict[str, str] = {}
+        self._forwarding: set[asyncio.Task[None]] = set()  # decisions on their way to sub-agents
+        self._link_approvals()
         self.parent_abort_reason: str | None = None
         self._init_wakeups()
         self.schedules = list(inp.schedules)

@@ -162,6 +162,7 @@ class ConversationState:
     # Pending wake-ups, soonest first (``wakeups.py``).
     wakeups: list[Wakeup]
     schedules: list[RecurringMessage]
+    _forwarding: set[asyncio.Task[None]]
     # Tool calls waiting for a person (``workflows/approvals.py``); the lock keeps their waits from
     # writing the same entries twice at once.
     approvals: ApprovalGate

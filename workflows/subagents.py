@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -28,16 +29,21 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcore.errors import EXECUTION_ERROR
+    from agentcore.approvals import ApprovalDecision, PendingApproval
+    from agentcore.errors import EXECUTION_ERROR, AgentError
     from agentcore.events import AgentEvent, ToolExecutionUpdateEvent
     from agentcore.messages import TextContent, ToolCall, UserMessage
     from agentcore.protocol import (
         SIGNAL_ACTIVITY_EVENTS,
+        SIGNAL_DECIDE_APPROVAL,
+        SIGNAL_SUBAGENT_APPROVALS,
         WORKFLOW_NAME,
         ActivityEvents,
         ConversationConfig,
         ConversationInput,
+        ForwardedDecision,
         PendingRun,
+        SubagentApprovals,
         SubagentRun,
     )
     from agentcore.search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
@@ -47,12 +53,11 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.tool_exec import error_result
     from agentcore.tools import AgentToolResult, ToolSpec
 
-from .state import now_ms
+from .state import ConversationState, now_ms
 
 if TYPE_CHECKING:
     from agentcore.runtime import AbortSignal
 
-    from .state import ConversationState
 
 SUBAGENT_ABORT_REASON = "the parent conversation was aborted"
 
@@ -151,19 +156,21 @@ async def run_subagent(
     finally:
         remove()
         del conversation.subagents_waiting[child_id]
+        conversation.approvals.set_child_pending(child_id, [])
         conversation._set_details()
 
 
 class ParentProgress:
-    """A child's turns and tool calls, sent to its parent as ``tool_execution_update`` events of the
-    call that started it, in order, one signal at a time (``activity_events``; a batch carries what
-    came meanwhile)."""
+    """What a child tells its parent, in order, one signal at a time: its turns and tool calls as
+    ``tool_execution_update`` events of the call that started it (``activity_events``; a batch
+    carries what came meanwhile), and the calls it waits on for approval (``subagent_approvals``)."""
 
     def __init__(self, session_id: str, run: SubagentRun) -> None:
         self.session_id = session_id
         self.run = run
         self.turns = 0
-        self._pending: list[str] = []
+        # Serialized progress events (base64 payloads) and approval reports, in the order they came.
+        self._outbox: list[str | SubagentApprovals] = []
         self._sequence = 0
         self._sender: asyncio.Task[None] | None = None
 
@@ -180,26 +187,89 @@ class ParentProgress:
             partial_result=update,
         )
         payload = workflow.payload_converter().to_payloads([progress])[0]
-        self._pending.append(base64.b64encode(payload.SerializeToString()).decode())
+        self._send_soon(base64.b64encode(payload.SerializeToString()).decode())
+
+    def report_approvals(self, pending: list[PendingApproval]) -> None:
+        self._send_soon(SubagentApprovals(session_id=self.session_id, pending=pending))
+
+    def _send_soon(self, item: str | SubagentApprovals) -> None:
+        self._outbox.append(item)
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send())
 
     async def _send(self) -> None:
         parent = workflow.get_external_workflow_handle(self.run.parent_session_id)
-        while self._pending:
-            items, self._pending = self._pending, []
-            self._sequence += 1
-            batch = ActivityEvents(
-                publisher_id=f"subagent:{self.session_id}", sequence=self._sequence, items=items
-            )
+        while self._outbox:
+            first = self._outbox[0]
+            arg: SubagentApprovals | ActivityEvents
+            if isinstance(first, SubagentApprovals):
+                del self._outbox[0]
+                name, arg = SIGNAL_SUBAGENT_APPROVALS, first
+            else:
+                count = next(
+                    (i for i, item in enumerate(self._outbox) if not isinstance(item, str)), len(self._outbox)
+                )
+                items = [item for item in self._outbox[:count] if isinstance(item, str)]
+                del self._outbox[:count]
+                self._sequence += 1
+                name = SIGNAL_ACTIVITY_EVENTS
+                arg = ActivityEvents(
+                    publisher_id=f"subagent:{self.session_id}", sequence=self._sequence, items=items
+                )
             try:
-                await parent.signal(SIGNAL_ACTIVITY_EVENTS, batch)
+                await parent.signal(name, arg)
             except Exception:  # the parent is gone; nobody is left to read the progress
-                self._pending = []
+                self._outbox = []
                 return
 
     async def drained(self) -> None:
-        """Return once every progress event was delivered: they must reach the parent before the
-        call's result does."""
+        """Return once everything was delivered: it must reach the parent before the call's result."""
         while self._sender is not None and not self._sender.done():
             await self._sender
+
+
+class SubagentHandlers(ConversationState):
+    """A conversation's side of its sub-agents' approvals: their waiting calls show in its
+    ``pending_approvals`` (with their session id), and a decision taken here goes on to them. As a
+    sub-agent, it reports its own waiting calls (and its sub-agents') to its parent."""
+
+    progress: ParentProgress | None
+
+    def _link_approvals(self) -> None:
+        self.approvals.forward = self._forward_decision
+        if self.progress is not None:
+            self.approvals.add_listener(self._report_approvals)
+
+    def _report_approvals(self) -> None:
+        assert self.progress is not None
+        self.progress.report_approvals(
+            [
+                p if p.session_id else p.model_copy(update={"session_id": self.session_id})
+                for p in self.approvals.pending()
+            ]
+        )
+
+    def _forward_decision(self, session_id: str, tool_call_id: str, decision: ApprovalDecision) -> None:
+        child = workflow.get_external_workflow_handle(session_id)
+        request = ForwardedDecision(tool_call_id=tool_call_id, decision=decision)
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):  # the child ended meanwhile: nothing waits any more
+                await child.signal(SIGNAL_DECIDE_APPROVAL, request)
+
+        self._forwarding.add(asyncio.create_task(send()))
+        self._forwarding = {task for task in self._forwarding if not task.done()}
+
+    @workflow.signal(name=SIGNAL_SUBAGENT_APPROVALS)
+    def subagent_approvals(self, report: SubagentApprovals) -> None:
+        if report.session_id in self.subagents_waiting:  # a child of the run going on
+            self.approvals.set_child_pending(report.session_id, report.pending)
+            self._index()
+            self._set_details()
+
+    @workflow.signal(name=SIGNAL_DECIDE_APPROVAL)
+    def decide_approval(self, request: ForwardedDecision) -> None:
+        # Checked here as an Update's validator would; a decision that does not apply is dropped
+        # (the parent's client sends the Update to this conversation itself, and gets the refusal).
+        with contextlib.suppress(AgentError):
+            self.approvals.decide(request.tool_call_id, request.decision)
