@@ -285,6 +285,70 @@ async def record_wakeups(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_approvals(client: Client, workdir: Path) -> dict[str, str]:
+    """Tool approvals: one approved, one approved with edited arguments, one denied, one expired,
+    one aborted while it waits, then one set aside to continue as new while it waits and approved
+    in the next run."""
+    from tests.durable_support import FAST_LIMITS
+    from tests.test_approvals import deploy_tool
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user":
+            return tool_calls(
+                [{"id": f"call-{len(context.messages)}", "name": "deploy", "arguments": {"service": "web"}}]
+            )
+        return text(f"reply to {last.role}")
+
+    async def asked(agent, offset: int) -> str:  # type: ignore[no-untyped-def]
+        async for _, event in agent.events(offset):
+            if event.type == "tool_approval_requested":
+                return str(event.tool_call_id)
+        raise AssertionError("no approval was asked for")
+
+    limits = FAST_LIMITS.model_copy(update={"continue_as_new_after_events": 150})
+    tool = deploy_tool([], approval_timeout_seconds=60)
+    quick = deploy_tool([], approval_timeout_seconds=1).model_copy(update={"name": "deploy_now"})
+    histories: dict[str, str] = {}
+    async with running_worker(
+        client, workdir, ScriptedModel(respond), tools=[tool, quick], limits=limits
+    ) as h:
+        agent = await h.agents.start("approvals", AgentOptions(model=scripted_model(), tools=["deploy"]))
+        for decide in ("approve", "edit", "deny", "abort"):
+            offset = await agent.event_offset()
+            await agent.prompt(f"deploy ({decide})")
+            call = await asked(agent, offset)
+            if decide == "approve":
+                await agent.approve(call)
+            elif decide == "edit":
+                await agent.approve(call, {"service": "api", "replicas": 2})
+            elif decide == "deny":
+                await agent.deny(call, "not today")
+            else:
+                await agent.abort()
+            await agent.wait_for_idle(timeout=30)
+        await agent.set_tools(["deploy_now"])
+        await agent.prompt("deploy (nobody answers)")
+        await agent.wait_for_idle(timeout=30)
+        await agent.set_tools(["deploy"])
+        offset = await agent.event_offset()
+        first_run = (await agent.handle.describe()).run_id
+        await agent.prompt("deploy (after a roll-over)")
+        call = await asked(agent, offset)
+        for index in range(60):  # history grows while it waits, until it continues as new
+            if (await agent.handle.describe()).run_id != first_run:
+                break
+            await agent.set_session_name(f"name {index}")
+        await asked(agent, await agent.event_offset() - 1)
+        await agent.approve(call)
+        await agent.wait_for_idle(timeout=30)
+        executions = [e async for e in client.list_workflows(f'WorkflowId = "{agent.session_id}"')]
+        for number, execution in enumerate(sorted(executions, key=lambda e: e.start_time), start=1):
+            handle = client.get_workflow_handle(agent.session_id, run_id=execution.run_id)
+            histories[f"approvals-run{number}"] = (await handle.fetch_history()).to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -301,6 +365,7 @@ async def main() -> None:
             "paced": record_paced,
             "subagents": record_subagents,
             "wakeups": record_wakeups,
+            "approvals": record_approvals,
         }
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
