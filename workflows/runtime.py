@@ -139,7 +139,7 @@ class TemporalRuntime:
             self.model_call = None  # its deltas from now on are late
         message = result.message
         self.result_entry = entry
-        shown = conversation.streamed_message()
+        shown = conversation.streamed_message(deltas_only=True)
         if shown is None or _visible(shown) != _visible(message):
             # Subscribers end with exactly the answer, whatever path the call took. Nothing shown:
             # the call finished before the activity's first publish, and the deltas come from the

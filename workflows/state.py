@@ -275,9 +275,11 @@ class ConversationState:
             if self.streaming_message is not None:
                 self._streaming_payloads.append(payload)
 
-    def streamed_message(self) -> AssistantMessage | None:
+    def streamed_message(self, *, deltas_only: bool = False) -> AssistantMessage | None:
         """What subscribers were shown of the message being streamed: the deltas its model activity
-        published since the last ``llm_retry``, folded into a copy of it; None if there are none."""
+        published since the last ``llm_retry``, folded into a copy of it; None if there are none.
+        ``deltas_only``: a block's text as its deltas make it, not as its ``*_end`` event restates it
+        (a UI that shows deltas shows that)."""
         if self.streaming_message is None:
             return None
         converter = workflow.payload_converter()
@@ -287,7 +289,9 @@ class ConversationState:
             if not isinstance(event, dict):
                 continue
             if event.get("type") == "message_update":
-                deltas.append(event.get("assistant_message_event") or {})
+                delta = event.get("assistant_message_event") or {}
+                if not (deltas_only and delta.get("type") in ("text_end", "thinking_end")):
+                    deltas.append(delta)
             elif event.get("type") == "llm_retry":
                 deltas.clear()  # the failed attempt's text is void: the retry streams the message afresh
         if not deltas:

@@ -47,6 +47,7 @@ from temporalio.client import Client
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
 from agentcore.messages import AssistantMessage, ToolResultMessage, UserMessage
+from agentcore.protocol import ConversationLimits
 from agentcore.temporal import DevServer
 from agentcore.testing.loopback import LoopbackServer, Script, ScriptToolCall
 
@@ -119,12 +120,14 @@ class ModelServer(LoopbackServer):
         self.requests_by_key: Counter[str] = Counter()
         self.completed: set[str] = set()
         self.resent_after_answer = 0
+        self.resent: list[str] = []  # the last message of each request sent again after its answer
         self.streaming = 0
 
     async def _stream(self, writer: asyncio.StreamWriter, script: Script, protocol: Any, body: Any) -> bool:
         key = _request_key(body)
         if key in self.completed:
             self.resent_after_answer += 1
+            self.resent.append(" / ".join(_last_user_text(body)))
         self.requests_by_key[key] += 1
         self.streaming += 1
         try:
@@ -183,6 +186,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     prompt_retries: list[str] = field(default_factory=list)  # prompts sent again (same id)
     resubscribed: list[str] = field(default_factory=list)  # event streams that gave up, followed again
+    resent: list[str] = field(default_factory=list)
     model_requests: int = 0
     model_calls: int = 0
     resent_after_answer: int = 0
@@ -221,6 +225,8 @@ class Report:
             "subscribers_resubscribed": len(self.resubscribed),
             "load_average": [round(value, 2) for value in self.load],
             "problems": self.problems[:20],
+            "shown_text_differs_samples": self.shown_wrong[:10],
+            "resent_samples": self.resent[:10],
         }
 
     def _calm(self, turn: Turn) -> bool:
@@ -315,6 +321,7 @@ async def run(
     use_netns: bool,
     think: tuple[float, float] = (1.0, 4.0),
     seed: int = 1,
+    limits: ConversationLimits | None = None,
 ) -> Report:
     rng = random.Random(seed)
     (workdir / "sessions").mkdir(parents=True, exist_ok=True)
@@ -328,8 +335,8 @@ async def run(
     model = await ModelServer().start()
     server_link = await Forwarder((listen, 0), (host, int(port)), seed=seed).start()
     model_link = await Forwarder((model_listen, 0), ("127.0.0.1", model.port), seed=seed + 1).start()
-    workers = [await spawn(server_link.address, task_queue, workdir, topology).ready()]
-    agents = AgentClient(client, task_queue=task_queue, sessions_dir=workdir / "sessions")
+    workers = [await spawn(server_link.address, task_queue, workdir, topology).ready(60)]
+    agents = AgentClient(client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=limits)
     options = AgentOptions(
         model=model.model(base_url=f"http://{model_link.address}/v1"), tools=["add"], system_prompt="netfault"
     )
@@ -435,7 +442,7 @@ async def run(
             model_link.reset()
         elif kind == "kill9":
             workers[-1].kill()
-            workers.append(await spawn(server_link.address, task_queue, workdir, topology).ready())
+            workers.append(await spawn(server_link.address, task_queue, workdir, topology).ready(60))
         fault.returned = time.monotonic()
 
     async def faults() -> None:
@@ -473,6 +480,7 @@ async def run(
     report.model_requests = sum(model.requests_by_key.values())
     report.model_calls = len(model.requests_by_key)
     report.resent_after_answer = model.resent_after_answer
+    report.resent = model.resent
     return report
 
 
@@ -486,6 +494,7 @@ async def main() -> None:
     parser.add_argument("--no-faults", action="store_true")
     parser.add_argument("--no-netns", action="store_true", help="forwarder faults only (no root needed)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--task-timeout", type=float, help="workflow_task_timeout_seconds (default: shipped)")
     parser.add_argument("--out", help="write the figures here (JSON)")
     parser.add_argument("--workdir", help="keep sessions, logs and the server's database here")
     args = parser.parse_args()
@@ -503,6 +512,11 @@ async def main() -> None:
                 schedule=[] if args.no_faults else SCHEDULES[args.schedule],
                 use_netns=use_netns,
                 seed=args.seed,
+                limits=(
+                    ConversationLimits(workflow_task_timeout_seconds=args.task_timeout)
+                    if args.task_timeout
+                    else None
+                ),
             )
     figures = report.figures()
     figures["netns"] = use_netns
