@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 from pydantic import BaseModel
+from temporalio import activity
 
 from agentcore import AgentTool, AgentToolResult
 from agentcore.events import StreamEvent
@@ -118,12 +119,20 @@ def _directive(value: str) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def logged_stream(model: ScriptedModel, log: Path) -> Any:
+def logged_stream(model: Any, log: Path) -> Any:
     def stream(model_: Model, context: LlmContext, options: StreamOptions) -> AsyncIterator[StreamEvent]:
-        log_line(log, "stream-start", len(context.messages), PID, 0)
+        info = activity.info()
+        kind = "local" if info.is_local else "remote"
+        log_line(log, "stream-start", len(context.messages), PID, info.attempt, kind, _last_text(context))
         return model(model_, context, options)
 
     return stream
+
+
+def _last_text(context: LlmContext) -> str:
+    last = context.messages[-1] if context.messages else None
+    text = last.text if isinstance(last, UserMessage | ToolResultMessage) else ""
+    return text.replace(" ", "_")[:40] or "-"
 
 
 def tear_append_containing(marker: str) -> None:
@@ -172,10 +181,13 @@ async def main() -> None:
         op_tool("unsafe_op", log, retry_safe=False),
         add_tool(),
     ]
-    stream_fn = None
     if args.model == "scripted":
         scripted = ScriptedModel(respond(args.reply_words), chunks=args.chunks, delay=args.delay)
         stream_fn = logged_stream(scripted, log)
+    else:
+        from agentcore.inprocess import default_stream_fn
+
+        stream_fn = logged_stream(default_stream_fn(), log)
     # A killed worker's sticky queue would hold the conversation's next workflow task for the
     # default 10 s; the suite kills workers on purpose and wants the task moved on quickly.
     options: dict[str, Any] = (
