@@ -190,6 +190,7 @@ class Report:
     model_requests: int = 0
     model_calls: int = 0
     resent_after_answer: int = 0
+    resent_after_sent: int = 0
     failed_workflow_tasks: int = 0
     load: list[float] = field(default_factory=list)
     duration: float = 0.0
@@ -217,6 +218,7 @@ class Report:
             "model_requests": self.model_requests,
             "model_calls": self.model_calls,
             "resent_after_answer": self.resent_after_answer,
+            "resent_after_model_sent_it": self.resent_after_sent,
             "failed_workflow_tasks": self.failed_workflow_tasks,
             "recovery_seconds": recovery,
             "calm_turn_seconds": _stats(calm),
@@ -479,9 +481,26 @@ async def run(
             topology.close()
     report.model_requests = sum(model.requests_by_key.values())
     report.model_calls = len(model.requests_by_key)
-    report.resent_after_answer = model.resent_after_answer
+    report.resent_after_sent = model.resent_after_answer
     report.resent = model.resent
+    report.resent_after_answer = _resent_after_answer(workdir / "executions.log")
     return report
+
+
+def _resent_after_answer(log: Path) -> int:
+    """Model requests a worker made for a call whose whole answer a worker had already received."""
+    answered: set[tuple[str, str]] = set()
+    resent = 0
+    for line in log.read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 6 or fields[0] not in ("stream-start", "stream-done"):
+            continue
+        call = (fields[5], fields[1])  # session, message count
+        if fields[0] == "stream-done":
+            answered.add(call)
+        elif call in answered:
+            resent += 1
+    return resent
 
 
 async def main() -> None:

@@ -120,19 +120,25 @@ def _directive(value: str) -> dict[str, Any] | None:
 
 
 def logged_stream(model: Any, log: Path) -> Any:
+    """Logs ``stream-start`` and, once the answer is in, ``stream-done``: ``<message count> <pid>
+    <attempt> <local|remote> <session>`` (a call is its session and message count)."""
+
     def stream(model_: Model, context: LlmContext, options: StreamOptions) -> AsyncIterator[StreamEvent]:
         info = activity.info()
-        kind = "local" if info.is_local else "remote"
-        log_line(log, "stream-start", len(context.messages), PID, info.attempt, kind, _last_text(context))
-        return model(model_, context, options)
+        fields = (len(context.messages), PID, info.attempt, "local" if info.is_local else "remote")
+        log_line(log, "stream-start", *fields, options.session_id or "-")
+        return _logging_done(model(model_, context, options), log, (*fields, options.session_id or "-"))
 
     return stream
 
 
-def _last_text(context: LlmContext) -> str:
-    last = context.messages[-1] if context.messages else None
-    text = last.text if isinstance(last, UserMessage | ToolResultMessage) else ""
-    return text.replace(" ", "_")[:40] or "-"
+async def _logging_done(
+    events: AsyncIterator[StreamEvent], log: Path, fields: tuple[Any, ...]
+) -> AsyncIterator[StreamEvent]:
+    async for event in events:
+        if event.type == "done":
+            log_line(log, "stream-done", *fields)
+        yield event
 
 
 def tear_append_containing(marker: str) -> None:
