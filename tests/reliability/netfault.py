@@ -191,6 +191,7 @@ class Report:
     model_calls: int = 0
     resent_after_answer: int = 0
     resent_after_sent: int = 0
+    resent_after_kill: int = 0
     failed_workflow_tasks: int = 0
     load: list[float] = field(default_factory=list)
     duration: float = 0.0
@@ -218,6 +219,7 @@ class Report:
             "model_requests": self.model_requests,
             "model_calls": self.model_calls,
             "resent_after_answer": self.resent_after_answer,
+            "resent_after_answer_of_killed_worker": self.resent_after_kill,
             "resent_after_model_sent_it": self.resent_after_sent,
             "failed_workflow_tasks": self.failed_workflow_tasks,
             "recovery_seconds": recovery,
@@ -332,175 +334,189 @@ async def run(
     task_queue = f"netfault-{uuid.uuid4().hex[:8]}"
     host, port = address.rsplit(":", 1)
     topology = netns.Topology().open() if use_netns else None
-    listen = topology.host_ip if topology else "127.0.0.1"
-    model_listen = topology.model_ip if topology else "127.0.0.1"
-    model = await ModelServer().start()
-    server_link = await Forwarder((listen, 0), (host, int(port)), seed=seed).start()
-    model_link = await Forwarder((model_listen, 0), ("127.0.0.1", model.port), seed=seed + 1).start()
-    workers = [await spawn(server_link.address, task_queue, workdir, topology).ready(60)]
-    agents = AgentClient(client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=limits)
-    options = AgentOptions(
-        model=model.model(base_url=f"http://{model_link.address}/v1"), tools=["add"], system_prompt="netfault"
-    )
-    started = time.monotonic()
-    subscribers: list[Subscriber] = []
-
-    async def converse(index: int) -> None:
-        agent = await agents.start(f"netfault-{index}-{uuid.uuid4().hex[:6]}", options)
-        subscriber = Subscriber(agent, index, report)
-        subscribers.append(subscriber)
-        following = asyncio.create_task(subscriber.follow())
-        try:
-            await asyncio.sleep(rng.uniform(0, think[1]))
-            for number in range(turns):
-                text = f"c{index} t{number}" + (" use add" if number % 4 == 3 else "")
-                turn = Turn(index, number, time.monotonic())
-                report.turns.append(turn)
-                try:
-                    await prompt(agent, text, f"{agent.session_id}-{number}")
-                    turn.ended = await asyncio.wait_for(subscriber.runs_ended.get(), TURN_TIMEOUT)
-                except Exception as err:
-                    turn.error = f"{type(err).__name__}: {err}"
-                    report.problems.append(f"conversation {index} turn {number}: {turn.error}")
-                    return
-                await asyncio.sleep(rng.uniform(*think))
-        finally:
-            await asyncio.sleep(1.0)  # the last events reach the subscriber
-            following.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await following
-            with contextlib.suppress(Exception):
-                await check(agent, index)
-
-    async def prompt(agent: DurableAgent, text: str, request_id: str) -> None:
-        # As a careful client does: a prompt refused while the conversation cannot take it (its
-        # workflow task failing over) is sent again with the same id, which applies it once.
-        deadline = time.monotonic() + TURN_TIMEOUT
-        while True:
-            try:
-                await agent.prompt(text, id=request_id)
-                return
-            except Exception as err:
-                if time.monotonic() > deadline:
-                    raise
-                report.prompt_retries.append(f"{request_id}: {type(err).__name__}: {err}")
-                await asyncio.sleep(1.0)
-
-    async def check(agent: DurableAgent, index: int) -> None:
-        await agent.wait_for_idle(timeout=120)
-        state = await agent.get_state()
-        try:
-            assert_file_matches_state(workdir / "sessions" / f"{agent.session_id}.jsonl", state)
-        except AssertionError as err:
-            report.problems.append(f"conversation {index}: file != state: {err}")
-        answers: Counter[str] = Counter()
-        last_user = ""
-        for message in state.messages:
-            if isinstance(message, UserMessage):
-                last_user = message.text
-            elif isinstance(message, AssistantMessage) and not message.tool_calls:
-                answers[last_user] += 1
-                if message.stop_reason != "stop":
-                    report.problems.append(f"conversation {index}: answer {message.stop_reason}")
-        users = [m.text for m in state.messages if isinstance(m, UserMessage)]
-        if len(users) != len(set(users)):
-            report.duplicated.append(f"conversation {index}: a prompt recorded twice")
-        for text, count in answers.items():
-            if count > 1:
-                report.duplicated.append(f"conversation {index}: {text!r} answered {count} times")
-        results = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
-        if len(results) != len(set(results)):
-            report.duplicated.append(f"conversation {index}: a tool result recorded twice")
-        for history in await run_histories(client, agent.session_id):
-            report.failed_workflow_tasks += sum(
-                e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events
-            )
-
-    async def inject(kind: str, duration: float) -> None:
-        fault = Fault(kind, time.monotonic())
-        report.faults.append(fault)
-        if kind == "blackhole":
-            (topology.blackhole if topology else server_link.blackhole)()
-            await asyncio.sleep(duration)
-            (topology.restore if topology else server_link.restore)()
-        elif kind == "link_down":
-            assert topology is not None
-            topology.link_down()
-            await asyncio.sleep(duration)
-            topology.link_up()
-        elif kind == "degraded":
-            # +300 ms round trip and 5 % loss (a lost chunk comes a retransmission timeout late), on
-            # both of the worker's links.
-            for link in (server_link, model_link):
-                link.degrade(delay=0.15, loss=0.05)
-            await asyncio.sleep(duration)
-            for link in (server_link, model_link):
-                link.degrade()
-        elif kind == "model_reset":
-            for _ in range(100):  # mid-stream: wait (bounded) for a stream in flight
-                if model.streaming:
-                    break
-                await asyncio.sleep(0.05)
-            model_link.reset()
-        elif kind == "kill9":
-            workers[-1].kill()
-            workers.append(await spawn(server_link.address, task_queue, workdir, topology).ready(60))
-        fault.returned = time.monotonic()
-
-    async def faults() -> None:
-        for at, kind, duration in schedule:
-            if kind == "link_down" and topology is None:
-                continue
-            await asyncio.sleep(max(0.0, started + at - time.monotonic()))
-            await inject(kind, duration)
-
-    async def sample_load() -> None:
-        while True:
-            report.load.append(os.getloadavg()[0])
-            await asyncio.sleep(10)
-
-    injecting = asyncio.create_task(faults())
-    sampling = asyncio.create_task(sample_load())
+    killed: list[int] = []
     try:
-        await asyncio.gather(*(converse(i) for i in range(conversations)))
+        listen = topology.host_ip if topology else "127.0.0.1"
+        model_listen = topology.model_ip if topology else "127.0.0.1"
+        model = await ModelServer().start()
+        server_link = await Forwarder((listen, 0), (host, int(port)), seed=seed).start()
+        model_link = await Forwarder((model_listen, 0), ("127.0.0.1", model.port), seed=seed + 1).start()
+        workers = [await spawn(server_link.address, task_queue, workdir, topology).ready(60)]
+        agents = AgentClient(client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=limits)
+        options = AgentOptions(
+            model=model.model(base_url=f"http://{model_link.address}/v1"),
+            tools=["add"],
+            system_prompt="netfault",
+        )
+        started = time.monotonic()
+        subscribers: list[Subscriber] = []
+
+        async def converse(index: int) -> None:
+            agent = await agents.start(f"netfault-{index}-{uuid.uuid4().hex[:6]}", options)
+            subscriber = Subscriber(agent, index, report)
+            subscribers.append(subscriber)
+            following = asyncio.create_task(subscriber.follow())
+            try:
+                await asyncio.sleep(rng.uniform(0, think[1]))
+                for number in range(turns):
+                    text = f"c{index} t{number}" + (" use add" if number % 4 == 3 else "")
+                    turn = Turn(index, number, time.monotonic())
+                    report.turns.append(turn)
+                    try:
+                        await prompt(agent, text, f"{agent.session_id}-{number}")
+                        turn.ended = await asyncio.wait_for(subscriber.runs_ended.get(), TURN_TIMEOUT)
+                    except Exception as err:
+                        turn.error = f"{type(err).__name__}: {err}"
+                        report.problems.append(f"conversation {index} turn {number}: {turn.error}")
+                        return
+                    await asyncio.sleep(rng.uniform(*think))
+            finally:
+                await asyncio.sleep(1.0)  # the last events reach the subscriber
+                following.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await following
+                with contextlib.suppress(Exception):
+                    await check(agent, index)
+
+        async def prompt(agent: DurableAgent, text: str, request_id: str) -> None:
+            # As a careful client does: a prompt refused while the conversation cannot take it (its
+            # workflow task failing over) is sent again with the same id, which applies it once.
+            deadline = time.monotonic() + TURN_TIMEOUT
+            while True:
+                try:
+                    await agent.prompt(text, id=request_id)
+                    return
+                except Exception as err:
+                    if time.monotonic() > deadline:
+                        raise
+                    report.prompt_retries.append(f"{request_id}: {type(err).__name__}: {err}")
+                    await asyncio.sleep(1.0)
+
+        async def check(agent: DurableAgent, index: int) -> None:
+            await agent.wait_for_idle(timeout=120)
+            state = await agent.get_state()
+            try:
+                assert_file_matches_state(workdir / "sessions" / f"{agent.session_id}.jsonl", state)
+            except AssertionError as err:
+                report.problems.append(f"conversation {index}: file != state: {err}")
+            answers: Counter[str] = Counter()
+            last_user = ""
+            for message in state.messages:
+                if isinstance(message, UserMessage):
+                    last_user = message.text
+                elif isinstance(message, AssistantMessage) and not message.tool_calls:
+                    answers[last_user] += 1
+                    if message.stop_reason != "stop":
+                        report.problems.append(f"conversation {index}: answer {message.stop_reason}")
+            users = [m.text for m in state.messages if isinstance(m, UserMessage)]
+            if len(users) != len(set(users)):
+                report.duplicated.append(f"conversation {index}: a prompt recorded twice")
+            for text, count in answers.items():
+                if count > 1:
+                    report.duplicated.append(f"conversation {index}: {text!r} answered {count} times")
+            results = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
+            if len(results) != len(set(results)):
+                report.duplicated.append(f"conversation {index}: a tool result recorded twice")
+            for history in await run_histories(client, agent.session_id):
+                report.failed_workflow_tasks += sum(
+                    e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events
+                )
+
+        async def inject(kind: str, duration: float) -> None:
+            fault = Fault(kind, time.monotonic())
+            report.faults.append(fault)
+            if kind == "blackhole":
+                (topology.blackhole if topology else server_link.blackhole)()
+                await asyncio.sleep(duration)
+                (topology.restore if topology else server_link.restore)()
+            elif kind == "link_down":
+                assert topology is not None
+                topology.link_down()
+                await asyncio.sleep(duration)
+                topology.link_up()
+            elif kind == "degraded":
+                # +300 ms round trip and 5 % loss (a lost chunk comes a retransmission timeout late), on
+                # both of the worker's links.
+                for link in (server_link, model_link):
+                    link.degrade(delay=0.15, loss=0.05)
+                await asyncio.sleep(duration)
+                for link in (server_link, model_link):
+                    link.degrade()
+            elif kind == "model_reset":
+                for _ in range(100):  # mid-stream: wait (bounded) for a stream in flight
+                    if model.streaming:
+                        break
+                    await asyncio.sleep(0.05)
+                model_link.reset()
+            elif kind == "kill9":
+                killed.append(workers[-1].pid)
+                workers[-1].kill()
+                workers.append(await spawn(server_link.address, task_queue, workdir, topology).ready(60))
+            fault.returned = time.monotonic()
+
+        async def faults() -> None:
+            for at, kind, duration in schedule:
+                if kind == "link_down" and topology is None:
+                    continue
+                await asyncio.sleep(max(0.0, started + at - time.monotonic()))
+                await inject(kind, duration)
+
+        async def sample_load() -> None:
+            while True:
+                report.load.append(os.getloadavg()[0])
+                await asyncio.sleep(10)
+
+        injecting = asyncio.create_task(faults())
+        sampling = asyncio.create_task(sample_load())
+        try:
+            await asyncio.gather(*(converse(i) for i in range(conversations)))
+        finally:
+            report.duration = time.monotonic() - started
+            for task in (injecting, sampling):
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await injecting
+            if topology is not None:
+                topology.restore()
+                topology.link_up()
+            for worker in workers:
+                worker.terminate()
+            await server_link.stop()
+            await model_link.stop()
+            await model.stop()
+            if topology is not None:
+                topology.close()
+        report.model_requests = sum(model.requests_by_key.values())
+        report.model_calls = len(model.requests_by_key)
+        report.resent_after_sent = model.resent_after_answer
+        report.resent = model.resent
+        report.resent_after_answer, report.resent_after_kill = _resent_after_answer(
+            workdir / "executions.log", {str(pid) for pid in killed}
+        )
+        return report
     finally:
-        report.duration = time.monotonic() - started
-        for task in (injecting, sampling):
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await injecting
-        if topology is not None:
-            topology.restore()
-            topology.link_up()
-        for worker in workers:
-            worker.terminate()
-        await server_link.stop()
-        await model_link.stop()
-        await model.stop()
-        if topology is not None:
+        if topology is not None:  # (also when the setup fails)
             topology.close()
-    report.model_requests = sum(model.requests_by_key.values())
-    report.model_calls = len(model.requests_by_key)
-    report.resent_after_sent = model.resent_after_answer
-    report.resent = model.resent
-    report.resent_after_answer = _resent_after_answer(workdir / "executions.log")
-    return report
 
 
-def _resent_after_answer(log: Path) -> int:
-    """Model requests a worker made for a call whose whole answer a worker had already received."""
-    answered: set[tuple[str, str]] = set()
-    resent = 0
+def _resent_after_answer(log: Path, killed: set[str]) -> tuple[int, int]:
+    """Model requests made for a call whose whole answer a worker had already received: by workers
+    that were not killed, and those whose answer only a killed worker held (not yet written)."""
+    answered: dict[tuple[str, str], str] = {}
+    resent = resent_killed = 0
     for line in log.read_text().splitlines():
         fields = line.split()
         if len(fields) < 6 or fields[0] not in ("stream-start", "stream-done"):
             continue
         call = (fields[5], fields[1])  # session, message count
         if fields[0] == "stream-done":
-            answered.add(call)
+            answered.setdefault(call, fields[2])
         elif call in answered:
-            resent += 1
-    return resent
+            if answered[call] in killed and fields[2] != answered[call]:
+                resent_killed += 1
+            else:
+                resent += 1
+    return resent, resent_killed
 
 
 async def main() -> None:
