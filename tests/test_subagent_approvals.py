@@ -82,7 +82,7 @@ async def test_in_process_child_approval_is_listed_and_decided_in_the_parent() -
     assert "waiting for approval: deploy" in progress
     # Edited arguments are checked against the child's tool, from the parent.
     with pytest.raises(InvalidParametersError):
-        agent.approve("child_call", {"service": 3})
+        agent.approve("child_call", {"service": "web", "replicas": "three"})
     agent.approve("child_call", {"service": "web", "replicas": 2})
     await asyncio.wait_for(run, 30)
     assert runs == [{"service": "web", "replicas": 2}]
@@ -127,7 +127,7 @@ async def test_durable_child_approval_shows_in_the_parent_and_is_decided_from_it
         assert own.tool_call_id == "child_call" and own.session_id in (None, "ops.sub.call_0_0")
         # Decided through the parent: the child's Update checks the edited arguments.
         with pytest.raises(InvalidParametersError):
-            await agent.approve("child_call", {"service": 3})
+            await agent.approve("child_call", {"service": "web", "replicas": "three"})
         await agent.approve("child_call", {"service": "web", "replicas": 3})
         await agent.wait_for_idle(timeout=30)
         state = await agent.get_state()
