@@ -152,3 +152,10 @@ def test_shell_completion_offers_commands_and_flags(tmp_path: Path) -> None:
     assert _completions("agentcore sta", tmp_path) == ["state"]
     flags = _completions("agentcore sessions --tls-c", tmp_path)
     assert "--tls-cert-path" in flags and "--tls-ca-path" in flags
+
+
+def test_connection_flags_only_on_commands_that_connect() -> None:
+    assert "--tls-ca-path PATH" in _agentcore("state", "--help").stdout
+    assert "--address" not in _agentcore("codec-server", "--help").stdout
+    offline = _agentcore("export", "some-session", "--address", "localhost:7233")
+    assert offline.returncode == 2 and "unrecognized arguments: --address" in offline.stderr

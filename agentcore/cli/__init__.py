@@ -146,13 +146,20 @@ def connect_failure(err: BaseException) -> str:
     return text.split(":", 1)[0]
 
 
-def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+def _common(parser: argparse.ArgumentParser, *, suppress: bool, connects: bool = True) -> None:
     # Accepted before or after the command: the subparsers' copies default to SUPPRESS so they do
-    # not overwrite a value given before the command.
+    # not overwrite a value given before the command. A command that does not connect to Temporal
+    # takes no connection flags after it.
     def default(value: object) -> object:
         return argparse.SUPPRESS if suppress else value
 
     env = os.environ.get
+    if connects:
+        _connection_flags(parser, default)
+    _local_flags(parser, default, env)
+
+
+def _connection_flags(parser: argparse.ArgumentParser, default: Callable[[object], object]) -> None:
     connection = parser.add_argument_group(
         "connection",
         "Unset flags come from the TEMPORAL_* variables and the temporal CLI's profile file "
@@ -181,6 +188,7 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--tls-ca-path",
         "--tls-ca-cert",
         dest="tls_ca_cert",
+        metavar="PATH",
         default=default(None),
         help="CA of the server, PEM (TEMPORAL_TLS_SERVER_CA_CERT_PATH)",
     )
@@ -188,6 +196,7 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--tls-cert-path",
         "--tls-cert",
         dest="tls_cert",
+        metavar="PATH",
         default=default(None),
         help="client certificate for mTLS, PEM (TEMPORAL_TLS_CLIENT_CERT_PATH)",
     )
@@ -195,6 +204,7 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         "--tls-key-path",
         "--tls-key",
         dest="tls_key",
+        metavar="PATH",
         default=default(None),
         help="client private key for mTLS, PEM (TEMPORAL_TLS_CLIENT_KEY_PATH)",
     )
@@ -216,6 +226,11 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=default(None),
         help="the temporal CLI's TOML config file (TEMPORAL_CONFIG_FILE)",
     )
+
+
+def _local_flags(
+    parser: argparse.ArgumentParser, default: Callable[[object], object], env: Callable[..., str | None]
+) -> None:
     parser.add_argument(
         "--task-queue",
         default=default(env("AGENTCORE_TASK_QUEUE", "agentcore")),
@@ -283,9 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, handler: Command, help: str) -> argparse.ArgumentParser:
+    def command(name: str, handler: Command, help: str, *, connects: bool = True) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help, description=help)
-        _common(sub, suppress=True)
+        _common(sub, suppress=True, connects=connects)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -437,14 +452,16 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("path")
     recover.add_argument("--session-id", help="id of the new conversation (default: the file's)")
 
-    export = command("export", cmd_export, "a JSONL session as Markdown")
+    export = command("export", cmd_export, "a JSONL session as Markdown", connects=False)
     export.add_argument("target", metavar="SESSION_OR_PATH")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
 
     add_tree_commands(command)
     add_approval_commands(command)
 
-    codec = command("codec-server", cmd_codec_server, "decrypt payloads for the Temporal Web UI")
+    codec = command(
+        "codec-server", cmd_codec_server, "decrypt payloads for the Temporal Web UI", connects=False
+    )
     codec.add_argument("--host", default="127.0.0.1")
     codec.add_argument("--port", type=int, default=8081)
     codec.add_argument("--origin", action="append", help="allowed UI origin (repeatable; '*' for any)")
