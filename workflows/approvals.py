@@ -82,6 +82,8 @@ class ApprovalHandlers(ConversationState):
         a run that resumed calls never sets them aside again at once."""
         if self.subagent is not None:
             return False  # a sub-agent's conversation is its parent's call: it ends with its run
+        if self.subagents_waiting:
+            return False  # a child workflow of this run is going: the run waits for it whole
         waiting = {pending.tool_call_id for pending in self.approvals.pending()}
         length = workflow.info().get_current_history_length()
         return (
