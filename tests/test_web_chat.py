@@ -29,6 +29,7 @@ from tests.web_support import (
 pytestmark = [needs_chromium, pytest.mark.timeout(180)]
 
 SCREENSHOTS = os.environ.get("AGENTCORE_WEB_SCREENSHOTS")
+SCREENSHOT_DIR = Path(SCREENSHOTS).resolve() if SCREENSHOTS else None  # before a test changes directory
 OPENED = "return window.agentcoreChat && window.agentcoreChat.snapshotOffset !== undefined"
 DESKTOP = (1280, 800)
 PHONE = (390, 844)
@@ -38,8 +39,6 @@ PHONE = (390, 844)
 async def browser() -> AsyncIterator[Browser]:
     page = await Browser.launch(*DESKTOP)
     try:
-        await page.get("about:blank")
-        await page.set_size(*DESKTOP)
         yield page
     finally:
         await page.quit()
@@ -58,8 +57,8 @@ async def web(
 
 
 async def screenshot(browser: Browser, name: str) -> None:
-    if SCREENSHOTS:
-        await browser.screenshot(Path(SCREENSHOTS) / name)
+    if SCREENSHOT_DIR is not None:
+        await browser.screenshot(SCREENSHOT_DIR / name)
 
 
 async def page_width(browser: Browser) -> tuple[int, int]:
@@ -179,6 +178,7 @@ async def test_phone_layout_keeps_the_message_box_usable(web: WebDeployment, bro
     for button in ("#send", "#follow-up", "#abort"):
         assert await browser.js(IN_VIEW, button), f"{button} is not on screen"
     assert (await page_width(browser))[0] <= PHONE[0]
+    await browser.js("window.scrollTo(0, document.body.scrollHeight)")
     await screenshot(browser, "web-phone.png")
     web.hold.release()
     await runs_ended(browser, 2)
@@ -194,6 +194,7 @@ async def test_phone_layout_keeps_the_message_box_usable(web: WebDeployment, bro
         "const r = document.querySelector('#search').getBoundingClientRect(); return r.left >= 0 && r.right <= window.innerWidth",
         what="the sidebar open",
     )
+    await screenshot(browser, "web-phone-sidebar.png")
 
 
 async def send_first(web: WebDeployment, browser: Browser, session_id: str, text: str) -> None:
@@ -220,8 +221,9 @@ async def test_markdown_renders_while_it_streams_with_highlighted_copyable_code(
     await screenshot(browser, "web-streaming.png")
     await runs_ended(browser, 1)
     answer = "document.querySelector('.message.assistant .body')"
-    assert await browser.js(f"return {answer}.textContent.includes('then59')")
-    # Copy the code block, then the whole message.
+    assert await browser.js(f"return {answer}.textContent.includes('then149')")
+    # Copy the code block, then the whole message (a real click first: the clipboard wants focus).
+    await browser.click("#message")
     await browser.js(f"{answer}.querySelector('pre button.copy').click()")
     await browser.wait_for(f"return {answer}.querySelector('pre button.copy').textContent === 'Copied'")
     clipboard = await browser.call(

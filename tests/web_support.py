@@ -58,7 +58,7 @@ LONG_ANSWER = (
 # Markdown streamed slowly enough to be caught half-way.
 MARKDOWN_CODE = "def pour(glass):\n    return glass + 1\n"
 MARKDOWN_ANSWER = f"**Pour it slowly.** Here is how:\n\n```python\n{MARKDOWN_CODE}```\n\n" + " ".join(
-    f"then{n}" for n in range(60)
+    f"then{n}" for n in range(150)
 )
 
 
@@ -184,7 +184,7 @@ class Browser:
         self.driver = driver
 
     @classmethod
-    async def launch(cls, width: int = 1200, height: int = 900) -> Browser:
+    async def launch(cls, width: int = 1280, height: int = 800) -> Browser:
         def start() -> Any:
             from selenium import webdriver
             from selenium.webdriver.chrome.service import Service
@@ -199,7 +199,10 @@ class Browser:
                 options.add_argument(argument)
             return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
 
-        return cls(await asyncio.to_thread(start))
+        browser = cls(await asyncio.to_thread(start))
+        await browser.get("about:blank")
+        await browser.set_size(width, height)  # the page's viewport, whatever the window adds
+        return browser
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

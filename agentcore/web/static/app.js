@@ -661,6 +661,7 @@ function endStreaming(view) {
   node.classList.add("has-content");
   node.replaceChildren(...node.querySelectorAll(":scope > .retry"));
   fillAssistant(node, view);
+  copyAction(node, view); // branch and fork come with the entry id, once the run is over
   return node;
 }
 
@@ -948,6 +949,7 @@ async function refreshAfterRun() {
       if (node && view.role === "user") chat.lastUser = { node, view };
     }
     renderQueued(state.queued);
+    if (state.title) $("chat-title").textContent = state.title;
     if (state.status !== "idle" && !chat.running) setRunning(true, state.status);
   } catch (error) {
     showError(error);
