@@ -7,6 +7,7 @@ rendered while it streams, code highlighted and copied, fork with the default se
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -299,3 +300,33 @@ async def test_keyboard_enter_shift_enter_escape_and_up(web: WebDeployment, brow
     )
     state = await agent.get_state()
     assert [m.text for m in state.messages if m.role == "user"] == ["What is 3 * 20?\nThanks"]
+
+
+async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    await send_first(web, browser, agent.session_id, "What is 3 * 20?")
+    await runs_ended(browser, 1)
+    await send(browser, "What is 4 * 10?")
+    await runs_ended(browser, 2)
+    first_leaf = (await agent.get_state()).leaf_id
+    last_answer = "[...document.querySelectorAll('.message.assistant[data-entry]')].pop()"
+    await browser.wait_for(f"return {last_answer} && {last_answer}.innerText.includes('= 40')")
+    await browser.js(f"{last_answer}.querySelector('.actions button.regenerate').click()")
+    # A new branch from before the question: asked again, answered again, the old answer set aside.
+    await runs_ended(browser, 3)
+    users = await browser.js(
+        "return [...document.querySelectorAll('.message.user')].map(m => m.dataset.text)"
+    )
+    assert users == ["What is 3 * 20?", "What is 4 * 10?"]
+    regenerated_leaf = (await agent.get_state()).leaf_id
+    assert regenerated_leaf != first_leaf
+    # And back: the branch the regeneration left.
+    await browser.click("#other-branch")
+    await browser.wait_for("return document.querySelectorAll('.message.user').length === 2")
+    for _ in range(50):
+        if (await agent.get_state()).leaf_id == first_leaf:
+            break
+        await asyncio.sleep(0.1)
+    assert (await agent.get_state()).leaf_id == first_leaf

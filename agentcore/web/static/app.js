@@ -362,12 +362,62 @@ function messageActions(node, view) {
     const edit = bar.appendChild(el("button", "link edit", "Edit"));
     edit.title = "Go back to before this message and put it in the editor";
     edit.addEventListener("click", () => editFrom(node, view));
+  } else if (view.role === "assistant") {
+    const again = bar.appendChild(el("button", "link regenerate", "Regenerate"));
+    again.title = "Ask the question before this answer again (a new branch; the old one stays)";
+    again.addEventListener("click", () => regenerate(node));
   }
+}
+
+// The branch left by an edit or a regeneration: its last entry, so the page can go back to it.
+function rememberBranch() {
+  const entries = transcript().querySelectorAll("[data-entry]");
+  const last = entries.length ? entries[entries.length - 1].dataset.entry : null;
+  if (last) sessionStorage.setItem(`agentcore-other-branch:${chat.session}`, last);
+  showOtherBranch();
+}
+
+function showOtherBranch() {
+  const other = sessionStorage.getItem(`agentcore-other-branch:${chat.session}`);
+  let link = $("other-branch");
+  if (!other) {
+    if (link) link.remove();
+    return;
+  }
+  if (!link) {
+    link = el("button", "link", "↩ Back to the other branch");
+    link.id = "other-branch";
+    link.type = "button";
+    link.title = "Return to the answers before the last edit or regeneration (this branch stays too)";
+    $("queue-box").before(link);
+    link.addEventListener("click", async () => {
+      const target = sessionStorage.getItem(`agentcore-other-branch:${chat.session}`);
+      const entries = transcript().querySelectorAll("[data-entry]");
+      const here = entries.length ? entries[entries.length - 1].dataset.entry : null;
+      await branchTo(target);
+      if (here) sessionStorage.setItem(`agentcore-other-branch:${chat.session}`, here);
+    });
+  }
+}
+
+async function regenerate(node) {
+  // The user message this answer replied to: branch to before it and ask it again.
+  let user = node.previousElementSibling;
+  while (user && !user.classList.contains("user")) user = user.previousElementSibling;
+  if (!user || !user.dataset.entry || chat.running) return;
+  const text = user.dataset.text || user.querySelector(".body").innerText.trim();
+  let previous = user.previousElementSibling;
+  while (previous && !previous.dataset.entry) previous = previous.previousElementSibling;
+  rememberBranch();
+  await branchTo(previous ? previous.dataset.entry : null);
+  $("message").value = text;
+  await send("auto");
 }
 
 function renderUser(view) {
   const node = el("article", "message user");
   node.dataset.index = view.index ?? "";
+  node.dataset.text = view.text || "";
   const body = node.appendChild(el("div", "body markdown"));
   setSafeHtml(body, view.html || "");
   addCodeCopyButtons(body);
@@ -1058,6 +1108,7 @@ async function branchTo(entryId) {
 async function editFrom(node, view) {
   let previous = node.previousElementSibling;
   while (previous && !previous.dataset.entry) previous = previous.previousElementSibling;
+  rememberBranch();
   await branchTo(previous ? previous.dataset.entry : null);
   $("message").value = view.text || "";
   $("message").focus();
@@ -1097,6 +1148,7 @@ async function showChat(session) {
   setInterval(tickActivity, 100);
   try {
     const state = await loadSnapshot();
+    showOtherBranch();
     if (state.ended) return;
     openEvents(state.event_offset);
     $("message").focus();
