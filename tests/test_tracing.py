@@ -226,7 +226,7 @@ async def test_a_conversation_stays_one_trace_across_continue_as_new(
     observer = AgentObserver(tracer=tracer)
     async with running_worker(client, tmp_path, model, limits=limits, interceptors=[observer]) as h:
         with tracer.start_as_current_span("app") as app:
-            agent = await h.agents.start("rolling", AgentOptions(model=scripted_model()))
+            agent = await h.agents.start("traced-rolling", AgentOptions(model=scripted_model()))
         first_run = (await agent.handle.describe()).run_id
         for i in range(8):
             await agent.prompt(f"p{i}")
