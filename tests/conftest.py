@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -55,3 +56,15 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture
 async def temporal_client(temporal_env: WorkflowEnvironment) -> Client:
     return temporal_env.client
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """A headless Chromium page (``tests.web_support.Browser``), quit after the test."""
+    from tests.web_support import Browser  # selenium only for the tests that drive a browser
+
+    page = await Browser.launch()
+    try:
+        yield page
+    finally:
+        await page.quit()

@@ -31,15 +31,6 @@ OPENED = "return window.agentcoreChat && window.agentcoreChat.snapshotOffset !==
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    page = await Browser.launch()
-    try:
-        yield page
-    finally:
-        await page.quit()
-
-
-@pytest.fixture
 async def web(temporal_client: Client, tmp_path: Path) -> AsyncIterator[WebDeployment]:
     async with web_deployment(temporal_client, tmp_path) as deployment:
         yield deployment

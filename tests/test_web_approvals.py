@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,6 @@ pytestmark = [needs_chromium, pytest.mark.timeout(180)]
 
 SCREENSHOTS = os.environ.get("AGENTCORE_WEB_SCREENSHOTS")
 CARD = "#transcript .tool[data-tool-call-id='{}']"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    page = await Browser.launch()
-    try:
-        yield page
-    finally:
-        await page.quit()
 
 
 async def size(browser: Browser, width: int, height: int) -> None:

@@ -3,7 +3,6 @@ events (scheduled, fired, cancelled) and by a reload. A real headless Chromium."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,15 +16,6 @@ pytestmark = [needs_chromium, pytest.mark.timeout(180)]
 OPENED = "return window.agentcoreChat && window.agentcoreChat.snapshotOffset !== undefined"
 # The line under the conversation ('' while it is hidden).
 LINE = "(() => { const w = document.querySelector('#wakeups'); return w.hidden ? '' : w.textContent; })()"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    page = await Browser.launch()
-    try:
-        yield page
-    finally:
-        await page.quit()
 
 
 async def test_pending_wakeups_show_under_the_conversation(
