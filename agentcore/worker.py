@@ -36,7 +36,7 @@ from agentcore.temporal.plugin import (
     plugin_of,
     workflow_runner,
 )
-from agentcore.temporal.slots import ReplayBoundedSlots
+from agentcore.temporal.slots import WORKFLOW_TASK_SLOTS, ReplayBoundedSlots
 from agentcore.tools import AgentTool
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ def create_worker(
     payloads_dir: str | Path | None = None,
     metrics: MetricsServer | AgentMetrics | None = None,
     mcp_servers: Sequence[MCPServerSpec] = (),
+    replay_slots: int | None = None,
     **worker_options: Any,
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
@@ -118,29 +119,40 @@ def create_worker(
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
     # (A task also holds its slot while a quick model call's local attempt runs, 80 ms at most; 64
     # slots measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
-    # 16 slots, of which 2 for full-history replays (``agentcore.temporal.slots``): a network cut
-    # evicts all of a worker's conversations at once, and 16 replays together overran the timeout.
+    # ``replay_slots``: of those 16, at most that many for full-history replays (a network cut
+    # evicts all of a worker's conversations at once, and 16 replays together overran the timeout
+    # on a loaded machine).
+    activity_slots = worker_options.pop("max_concurrent_activities", None) or 100  # the SDK's default
     if "tuner" not in worker_options and "max_concurrent_workflow_tasks" not in worker_options:
         worker_options["tuner"] = WorkerTuner.create_composite(
-            workflow_supplier=ReplayBoundedSlots(),
-            activity_supplier=_fixed_slots(worker_options.pop("max_concurrent_activities", None)),
+            workflow_supplier=(
+                FixedSizeSlotSupplier(WORKFLOW_TASK_SLOTS)
+                if replay_slots is None
+                else ReplayBoundedSlots(WORKFLOW_TASK_SLOTS, replay_slots)
+            ),
+            activity_supplier=FixedSizeSlotSupplier(activity_slots),
             local_activity_supplier=_fixed_slots(worker_options.pop("max_concurrent_local_activities", None)),
             nexus_supplier=_fixed_slots(worker_options.pop("max_concurrent_nexus_tasks", None)),
         )
+    elif replay_slots is not None:
+        raise ValueError("replay_slots makes the worker's tuner: give it or a tuner, not both")
+    elif "tuner" not in worker_options:
+        worker_options["max_concurrent_activities"] = activity_slots
     # A dead worker's sticky queue holds its conversations' next tasks this long before any other
     # worker may take them (the SDK default is 10 s).
     worker_options.setdefault("sticky_queue_schedule_to_start_timeout", timedelta(seconds=3))
-    # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async.
-    worker_options.setdefault("activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=32))
+    # Sync tools run in threads (``asyncio.to_thread``); activities themselves are all async. (Threads
+    # start as they are needed.)
+    worker_options.setdefault(
+        "activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=activity_slots)
+    )
     worker = AgentWorker(client, task_queue=task_queue, **worker_options)
     worker.mcp = plugin.mcp
     return worker
 
 
-def _fixed_slots(count: int | None) -> FixedSizeSlotSupplier | ReplayBoundedSlots:
-    # The SDK's default is 100 (counted here, so that it is not compared with the executor's threads,
-    # which only sync tools use, as the SDK does with a number given to it).
-    return FixedSizeSlotSupplier(count) if count else ReplayBoundedSlots(100, 100)
+def _fixed_slots(count: int | None) -> FixedSizeSlotSupplier:
+    return FixedSizeSlotSupplier(count or 100)  # the SDK's default
 
 
 # ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity

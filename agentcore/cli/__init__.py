@@ -355,6 +355,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="on SIGTERM, how long in-flight activities may run before they are cancelled (default 30)",
     )
+    worker.add_argument(
+        "--replay-slots",
+        type=int,
+        default=_env_int("AGENTCORE_REPLAY_SLOTS"),
+        metavar="N",
+        help="run at most N full-history replays at once, for a loaded machine that must ride out "
+        "network cuts (costs ~4 ms CPU a turn; AGENTCORE_REPLAY_SLOTS; docs/network-faults.md)",
+    )
     _mcp_options(worker)
 
     chat = command("chat", cmd_chat, "talk to a conversation (started with the demo tools if new)")

@@ -367,6 +367,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         metrics=metrics,
         mcp_servers=servers,
         graceful_shutdown_timeout=timedelta(seconds=args.graceful_shutdown),
+        replay_slots=args.replay_slots,
     )
     tune_gc_for_worker()
     loop = asyncio.get_running_loop()

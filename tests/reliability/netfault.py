@@ -142,7 +142,9 @@ class ModelServer(LoopbackServer):
 
 
 def spawn(address: str, task_queue: str, workdir: Path, topology: netns.Topology | None) -> WorkerProc:
-    """The worker, on the shipped defaults, talking to the provider model (in the namespace if any)."""
+    """The worker, on the shipped defaults, talking to the provider model (in the namespace if any),
+    with its full-history replays bounded (``replay_slots``), as docs/network-faults.md advises for a
+    worker on a loaded machine that must ride out cuts."""
     return spawn_worker(
         address,
         task_queue,
@@ -152,6 +154,7 @@ def spawn(address: str, task_queue: str, workdir: Path, topology: netns.Topology
         wrap=topology.command if topology else None,
         model="provider",
         shipped_defaults=1,
+        replay_slots=2,
     )
 
 

@@ -176,6 +176,7 @@ async def main() -> None:
     parser.add_argument(
         "--shipped-defaults", type=int, default=0, help="1: create_worker's own worker options"
     )
+    parser.add_argument("--replay-slots", type=int, default=0, help="create_worker's replay_slots (0: none)")
     args = parser.parse_args()
 
     log = Path(args.log)
@@ -212,6 +213,7 @@ async def main() -> None:
         stream_fn=stream_fn,
         mcp_servers=load_mcp_config(args.mcp_config) if args.mcp_config else (),
         get_api_key=(lambda provider: "sk-loopback") if args.model == "provider" else None,
+        replay_slots=args.replay_slots or None,
         **options,
     )
     async with worker:
