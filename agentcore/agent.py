@@ -20,6 +20,7 @@ from typing import Any
 from .approvals import STEERED_REASON, ApprovalGate, PendingApproval
 from .compaction import CompactionSettings, compact_messages
 from .errors import (
+    RATE_LIMITED,
     AgentBusyError,
     InvalidMessageRoleError,
     RateLimitError,
@@ -365,6 +366,14 @@ class Agent:
 
     async def _wake_at(self, wakeup: Wakeup) -> None:
         await asyncio.sleep(max(0.0, (wakeup.due_at - datetime.now(UTC)).total_seconds()))
+        # As durably: past the per-minute rate the note waits for the window; a full conversation
+        # cancels it, saying why (SPEC-9.1).
+        while (refusal := self._limit_refusal(1)) is not None:
+            if self._held() + 1 > self.limits.max_messages:
+                self._cancel_wakeup(wakeup.id, f"{RATE_LIMITED}: {refusal}")
+                return
+            window = within_last_minute(self._recent_message_times, self._runtime.now_ms())
+            await asyncio.sleep(max(0.001, (window[0] + 60_000 - self._runtime.now_ms()) / 1000))
         del self._wakeups[wakeup.id], self._wakeup_timers[wakeup.id]
         fired_at = datetime.now(UTC)
         message = wakeup_message(wakeup, fired_at)
@@ -543,10 +552,15 @@ class Agent:
     def _check_limits(self, incoming: int) -> None:
         """RATE_LIMITED (SPEC-9.1) unless ``incoming`` more messages fit; queued messages count as held
         (each becomes a message of the conversation)."""
-        held = len(self._state.messages) + len(self._steering_queue) + len(self._follow_up_queue)
-        refusal = self.limits.refusal(held, self._recent_message_times, self._runtime.now_ms(), incoming)
+        refusal = self._limit_refusal(incoming)
         if refusal is not None:
             raise RateLimitError(refusal)
+
+    def _limit_refusal(self, incoming: int) -> str | None:
+        return self.limits.refusal(self._held(), self._recent_message_times, self._runtime.now_ms(), incoming)
+
+    def _held(self) -> int:
+        return len(self._state.messages) + len(self._steering_queue) + len(self._follow_up_queue)
 
     def _count_messages(self, count: int) -> None:
         now = self._runtime.now_ms()

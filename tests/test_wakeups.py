@@ -89,6 +89,30 @@ async def test_in_process_refusals_and_cancel() -> None:
     assert agent.messages == []
 
 
+async def test_in_process_wakeup_waits_out_the_rate_and_is_cancelled_when_the_conversation_is_full() -> None:
+    """A wake-up's note is a message (SPEC-9.1): past the per-minute rate it waits for the window
+    (it does not fire late into a refusal), and with the conversation full it is cancelled, saying why."""
+    full = Agent(model=scripted_model(), stream_fn=echo_model(), limits=ConversationLimits(max_messages=2))
+    seen: list[AgentEvent] = []
+    full.subscribe(lambda event, signal: seen.append(event))
+    await full.prompt("hello")  # two messages: full
+    await full.schedule_wakeup("no room", after=timedelta(seconds=0.1))
+    await until(lambda: any(e.type == "wakeup_cancelled" for e in seen))
+    [cancelled] = [e for e in seen if e.type == "wakeup_cancelled"]
+    assert cancelled.reason.startswith("RATE_LIMITED: Conversation holds 2 messages")
+    assert len(full.messages) == 2 and full.get_state().wakeups == []
+
+    busy = Agent(
+        model=scripted_model(), stream_fn=echo_model(), limits=ConversationLimits(max_messages_per_minute=1)
+    )
+    await busy.prompt("hello")  # the minute's one message
+    wakeup_id = await busy.schedule_wakeup("later", after=timedelta(seconds=0.1))
+    await asyncio.sleep(0.5)
+    assert len(busy.messages) == 2  # due, but waiting for the window (about a minute): not fired
+    assert [w.id for w in busy.get_state().wakeups] == [wakeup_id]
+    await busy.cancel_wakeup(wakeup_id)
+
+
 async def test_in_process_wakeup_during_a_run_is_a_follow_up() -> None:
     agent = Agent(
         model=scripted_model(),
@@ -179,6 +203,21 @@ async def _events_until(agent: Any, last: str) -> Any:
         yield offset, event
         if event.type == last:
             return
+
+
+async def test_durable_wakeup_in_a_full_conversation_is_cancelled_saying_why(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    full = FAST_LIMITS.model_copy(update={"max_messages": 2})
+    async with running_worker(temporal_client, tmp_path, echo_model(), limits=full) as h:
+        agent = await h.agents.start("wake-full", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        await agent.wait_for_idle()
+        await agent.schedule_wakeup("no room", after=timedelta(seconds=0.2))
+        events = [event async for _, event in _events_until(agent, "wakeup_cancelled")]
+        assert events[-1].reason.startswith("RATE_LIMITED: Conversation holds 2 messages")  # type: ignore[union-attr]
+        state = await agent.get_state()
+        assert state.message_count == 2 and state.wakeups == []
 
 
 async def test_durable_refusals_cancel_and_reset(

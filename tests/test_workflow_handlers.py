@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 
 from agentcore import AgentOptions, ThinkingLevel
 from agentcore.errors import (
@@ -18,10 +18,11 @@ from agentcore.errors import (
     ToolNotFoundError,
     ValidationError,
 )
-from agentcore.protocol import ConversationLimits
+from agentcore.messages import UserMessage
+from agentcore.protocol import ConversationLimits, QueuedMessage
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from tests.durable_support import FAST_LIMITS, add_tool, collect_run, listed_runs, running_worker
+from tests.durable_support import FAST_LIMITS, add_tool, collect_run, eventually, listed_runs, running_worker
 
 
 def _echo(context) -> object:  # type: ignore[no-untyped-def]
@@ -301,6 +302,45 @@ async def test_limits_refuse_continue_steer_and_follow_up_before_anything_is_rec
         state = await agent.get_state()
         assert state.message_count == 2 and not state.is_streaming
         assert (state.steering_queue_length, state.follow_up_queue_length) == (0, 1)
+
+
+async def test_steer_and_follow_up_signals_past_the_limits_are_dropped(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The ``steer`` / ``follow_up`` signals (an operator's, from the Temporal Web UI or
+    ``temporal workflow signal``) cannot be refused as the updates are: one past the per-minute rate
+    is dropped, and nothing of it is queued or reaches the model."""
+    per_minute = FAST_LIMITS.model_copy(update={"max_messages_per_minute": 4})
+    slow = ScriptedModel(_echo, chunks=40, delay=0.05)
+    async with running_worker(temporal_client, tmp_path, slow, limits=per_minute) as h:
+        agent = await h.agents.start("signal-rate", AgentOptions(model=scripted_model()))
+        await agent.prompt("go")
+        for index in range(6):
+            name = "steer" if index % 2 == 0 else "follow_up"
+            item = QueuedMessage(
+                id=f"sig-{index}", message=UserMessage(content=f"signal-{index}", timestamp=1)
+            )
+            await agent.handle.signal(name, item)
+
+        def handled(history: WorkflowHistory) -> bool:  # the six signals in, and a task completed after
+            ours = [
+                i
+                for i, event in enumerate(history.events)
+                if event.workflow_execution_signaled_event_attributes.signal_name in ("steer", "follow_up")
+            ]
+            completed = [
+                i
+                for i, event in enumerate(history.events)
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            ]
+            return len(ours) == 6 and completed[-1] > ours[-1]
+
+        assert handled(await eventually(agent.handle.fetch_history, handled))
+        queues = await agent.get_queues()
+        assert [i.message.text for i in queues.steering] == ["signal-0", "signal-2"]
+        assert [i.message.text for i in queues.follow_up] == ["signal-1"]
+        await agent.abort()
+        await agent.wait_for_idle(timeout=20)
 
 
 async def test_queries_and_not_found(temporal_client: Client, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ reaches history; handlers only change state, the main loop in ``conversation.py`
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -204,7 +205,7 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="queue_steering")
     async def queue_steering(self, item: QueuedMessage) -> Accepted:
-        self.steer(item)
+        self._queue_steering(item)
         return Accepted(id=item.id, message_count=self.transcript.message_count)
 
     @queue_steering.validator
@@ -214,7 +215,7 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="queue_follow_up")
     async def queue_follow_up(self, item: QueuedMessage) -> Accepted:
-        self.follow_up_(item)
+        self._queue_follow_up(item)
         return Accepted(id=item.id, message_count=self.transcript.message_count)
 
     @queue_follow_up.validator
@@ -223,9 +224,32 @@ class CommandHandlers(ConversationState):
             self._check_rate(1)
 
     # The signals came first (clients send the updates above now); kept for the histories that
-    # recorded them. A signal cannot be refused, so these queue whatever comes.
+    # recorded them, and for whoever signals by hand (the Temporal Web UI, `temporal workflow
+    # signal`). A signal cannot be refused: one past the limits is dropped, with a warning in the
+    # worker's log, and nothing is queued.
     @workflow.signal(name="steer")
     def steer(self, item: QueuedMessage) -> None:
+        if self._within_limits(item, "steer"):
+            self._queue_steering(item)
+
+    @workflow.signal(name="follow_up")
+    def follow_up_(self, item: QueuedMessage) -> None:
+        if self._within_limits(item, "follow_up"):
+            self._queue_follow_up(item)
+
+    def _within_limits(self, item: QueuedMessage, signal: str) -> bool:
+        if self._seen(item.id):
+            return True  # applied already: queuing it again is a no-op
+        try:
+            self._check_rate(1)
+        except ApplicationError as refusal:
+            workflow.logger.warning(
+                "%s signal dropped (%s): %s", signal, errors.RATE_LIMITED, refusal.message
+            )
+            return False
+        return True
+
+    def _queue_steering(self, item: QueuedMessage) -> None:
         if not self._seen(item.id):
             self._remember(item.id)
             self._count_messages(1)
@@ -233,8 +257,7 @@ class CommandHandlers(ConversationState):
             # Calls waiting for approval are denied: the user said something else instead.
             self.approvals.deny_all(STEERED_REASON)
 
-    @workflow.signal(name="follow_up")
-    def follow_up_(self, item: QueuedMessage) -> None:
+    def _queue_follow_up(self, item: QueuedMessage) -> None:
         if not self._seen(item.id):
             self._remember(item.id)
             self._count_messages(1)

@@ -390,10 +390,12 @@ class ConversationState:
     def _check_rate(self, incoming: int) -> None:
         """RATE_LIMITED (SPEC-9.1) unless ``incoming`` more messages fit; queued messages count as held
         (each becomes a message of the conversation)."""
-        held = self.transcript.message_count + len(self.steering) + len(self.follow_up)
-        refusal = self.limits.refusal(held, self.recent_message_times, now_ms(), incoming)
+        refusal = self.limits.refusal(self._held(), self.recent_message_times, now_ms(), incoming)
         if refusal is not None:
             raise _refuse(errors.RATE_LIMITED, refusal)
+
+    def _held(self) -> int:
+        return self.transcript.message_count + len(self.steering) + len(self.follow_up)
 
     def _count_messages(self, count: int) -> None:
         now = now_ms()

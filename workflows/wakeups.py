@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.errors import AgentError
     from agentcore.events import WakeupCancelledEvent, WakeupFiredEvent
     from agentcore.messages import ToolCall
-    from agentcore.protocol import Accepted, PendingRun, QueuedMessage
+    from agentcore.protocol import Accepted, PendingRun, QueuedMessage, within_last_minute
     from agentcore.tools import AgentToolResult, ToolSpec
     from agentcore.wakeups import (
         CancelWakeupRequest,
@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         wakeup_message,
     )
 
-from .state import ConversationState, _refuse
+from .state import ConversationState, _refuse, now_ms
 
 
 class WakeupHandlers(ConversationState):
@@ -138,6 +138,19 @@ class WakeupHandlers(ConversationState):
             await workflow.sleep(delay, summary=f"wake-up: {wakeup.note[:100]}")
         # Not while a compaction rewrites the context: the run it starts would race it.
         await workflow.wait_condition(lambda: not self.compacting)
+        # Its note is a message like any other (SPEC-9.1): past the per-minute rate it waits for the
+        # window to free; with the conversation full it cannot come, and is cancelled, saying why.
+        while (
+            refusal := self.limits.refusal(self._held(), self.recent_message_times, now_ms(), 1)
+        ) is not None:
+            if self._held() + 1 > self.limits.max_messages:
+                self._cancel_wakeup(wakeup.id, f"{errors.RATE_LIMITED}: {refusal}")
+                return
+            window = within_last_minute(self.recent_message_times, now_ms())
+            await workflow.sleep(
+                max(0.001, (window[0] + 60_000 - now_ms()) / 1000), summary="wake-up: rate limit"
+            )
+            await workflow.wait_condition(lambda: not self.compacting)
         self._fire(wakeup, workflow.now())
 
     def _fire(self, wakeup: Wakeup, now: datetime) -> None:
