@@ -6,6 +6,7 @@ window and answers an over-long request with OpenAI's own context_length_exceede
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -189,6 +190,45 @@ async def test_abort_during_auto_compaction_cancels_the_summary_call(
     assert isinstance(last.message, AssistantMessage) and last.message.stop_reason == "aborted"
     assert not any(isinstance(entry, CompactionEntry) for entry in entries)
     assert len(model.calls) == 1  # the summary call only: the model was not called after the abort
+
+
+async def test_abort_stops_a_manual_compaction(temporal_client: Client, tmp_path: Path) -> None:
+    """``abort`` during ``compact()`` cancels the summary call (it would stream for 20 s): ``compact``
+    returns ``aborted`` without an error, the file holds no compaction entry, and the conversation
+    takes a prompt again."""
+    small = scripted_model(context_window=4_000, max_tokens=100)
+    model = ScriptedModel(
+        lambda context: text("SUMMARY " * 400) if len(model.calls) == 2 else text("after"),
+        chunks=400,
+        delay=0.05,
+    )
+    async with running_worker(temporal_client, tmp_path, model) as h:
+        agent = await h.agents.start(
+            "abort-manual",
+            AgentOptions(model=small, messages=long_history(small)),
+            compaction=CompactionSettings(keep_recent_tokens=60),
+        )
+        await agent.prompt("first")
+        await agent.wait_for_idle(timeout=30)
+        offset = await agent.event_offset()
+        compacting = asyncio.ensure_future(agent.compact())
+        async for _, event in agent.events(offset):
+            if event.type == "compaction_start":
+                break
+        await asyncio.sleep(0.3)  # the summary is streaming
+        await agent.abort()
+        started = time.monotonic()
+        end = await asyncio.wait_for(compacting, 10)
+        took = time.monotonic() - started
+        await agent.prompt("next")
+        await agent.wait_for_idle(timeout=30)
+        session = JsonlSessionStorage.open(h.session_path("abort-manual"))
+        entries = session.get_entries()
+        session.close()
+    assert end.aborted and end.error_message is None and end.entry_id is None
+    assert took < 5, f"compact returned {took:.1f} s after the abort"
+    assert not any(isinstance(entry, CompactionEntry) for entry in entries)
+    assert "next" in [m.text for m in model.calls[-1].messages if m.role == "user"]  # type: ignore[union-attr]
 
 
 async def test_a_failed_compaction_names_its_code_once(temporal_client: Client, tmp_path: Path) -> None:

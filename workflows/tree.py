@@ -120,10 +120,14 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="compact")
     async def compact_(self, request: CompactRequest) -> CompactionEndEvent:
         self.compacting = True
+        # ``abort`` stops a manual compaction as it stops a run: the summary call is cancelled.
+        self.abort_signal = signal = AbortSignal()
         try:
-            return await self.compact("manual", request.instructions)
+            return await self.compact("manual", request.instructions, signal=signal)
         finally:
             self.compacting = False
+            if self.abort_signal is signal:
+                self.abort_signal = None
 
     @compact_.validator
     def _validate_compact(self, request: CompactRequest) -> None:
