@@ -173,6 +173,16 @@ class SubagentRun(WireModel):
     max_depth: int = 2
 
 
+class RetryNote(WireModel):
+    """A model call that was retried (``llm_retry``): the assistant message it finally made (its
+    session entry id), the attempt that made it and why the attempt before it failed. A page loaded
+    later shows the same notice a live one showed."""
+
+    entry_id: str
+    attempt: int
+    error_message: str | None = None
+
+
 class ConversationInput(WireModel):
     """Start input, and the carry-over of a continue-as-new."""
 
@@ -214,6 +224,8 @@ class ConversationInput(WireModel):
     # Tool calls that waited for approval when the conversation was recovered from its file: they
     # are asked again (keeping their request time and expiry).
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    # The retried model calls of the messages carried (``DurableState.retries``).
+    retries: list[RetryNote] = Field(default_factory=list)
 
 
 class PromptRequest(WireModel):
@@ -347,6 +359,8 @@ class DurableState(WireModel):
     leaf_id: str | None = None
     wakeups: list[Wakeup] = Field(default_factory=list)
     schedules: list[RecurringMessage] = Field(default_factory=list)
+    # The newest messages whose model call was retried, oldest first (on any branch of the tree).
+    retries: list[RetryNote] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------ activity inputs

@@ -145,6 +145,28 @@ async def test_a_retried_model_call_is_announced_and_recorded_once(
         assert failed, "the retry is a second attempt of the same activity, visible in history"
 
 
+async def test_a_retried_call_is_remembered_by_its_message_across_continue_as_new(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """``get_state().retries`` names the message a retried call made (a page loaded later shows the
+    notice a live one showed), and the next run of the workflow still knows it."""
+    limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
+    async with running_worker(temporal_client, tmp_path, _FlakyProvider(), limits=limits) as h:
+        agent = await h.agents.start("retry-kept", AgentOptions(model=scripted_model()))
+        first_run = (await agent.handle.describe()).run_id
+        await agent.prompt("hello")
+        await agent.wait_for_idle(timeout=20)
+        page = await agent.get_messages()
+        [note] = (await agent.get_state()).retries
+        assert note.entry_id == page.entry_ids[1] and note.attempt == 2
+        assert "529 overloaded" in (note.error_message or "")
+        for i in range(6):  # answered at once: no retry, no note
+            await agent.prompt(f"p{i}")
+            await agent.wait_for_idle(timeout=20)
+        assert (await agent.handle.describe()).run_id != first_run, "the workflow should have rolled over"
+        assert (await agent.get_state()).retries == [note]
+
+
 class _HeldRetryProvider(_FlakyProvider):
     """As ``_FlakyProvider``, but the second attempt stops after its delta until ``release`` is set."""
 

@@ -263,6 +263,13 @@ async def test_two_tabs_on_one_conversation_see_the_same_events(web: WebDeployme
     await applied_offsets_are_in_order(browser)
 
 
+RETRY_NOTICES = (
+    "return [...document.querySelectorAll('.message.assistant')].filter(m => m.querySelector('.body'))"
+    ".map(m => [m.querySelector(':scope > .notice.retry')?.textContent || null,"
+    " m.querySelector('.body').innerText.trim()])"
+)
+
+
 async def test_a_retried_model_call_shows_as_a_retry(web: WebDeployment, browser: Browser) -> None:
     agent = await web.start()
     await browser.get(f"{web.url}/c/{agent.session_id}")
@@ -270,9 +277,21 @@ async def test_a_retried_model_call_shows_as_a_retry(web: WebDeployment, browser
     await send(browser, "A flaky question")
     await runs_ended(browser, 1)
     notice = await browser.js("return document.querySelector('.notice.retry')?.textContent")
-    assert notice and "retried (attempt" in notice and "overloaded" in notice
+    assert notice and "retried (attempt 2)" in notice and "overloaded" in notice
+    assert await browser.js("return document.querySelectorAll('.notice.retry').length") == 1
     assert await assistant_texts(browser) == ["Made it on the second attempt."]
     assert await browser.js("return document.querySelector('#banner').hidden")
+    await send(browser, "What is 3 * 20?")
+    await runs_ended(browser, 2)
+    live = await browser.js(RETRY_NOTICES)
+    assert live == [[notice, "Made it on the second attempt."], [None, "3 * 20 = 60."]]
+
+    # Reloaded, the page shows the same one line on the message whose call was retried, and none
+    # on the other.
+    await browser.call(browser.driver.refresh)
+    await browser.wait_for(OPENED)
+    await browser.wait_for("return document.querySelectorAll('.message.assistant .body').length === 2")
+    assert await browser.js(RETRY_NOTICES) == live
 
 
 async def test_fork_and_branch_from_a_message(web: WebDeployment, browser: Browser) -> None:

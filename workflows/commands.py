@@ -317,6 +317,7 @@ class CommandHandlers(ConversationState):
             leaf_id=self.transcript.leaf_id,
             wakeups=list(self.wakeups),
             schedules=list(self.schedules),
+            retries=list(self.retries),
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:

@@ -93,6 +93,8 @@ class ConversationWorkflow(
         self._log_sizes = deque(len(item.data) * 3 // 4 for item in carried)
         self._log_bytes = sum(self._log_sizes)
         self._streaming_payloads = []
+        self._retry = None
+        self.retries = list(inp.retries)
         self._publishers = OrderedDict()
         self.rolling_over = False
         self.session_id = inp.session_id
@@ -375,6 +377,7 @@ class ConversationWorkflow(
                 self.streaming_message = event.message
                 # Deltas the model activity publishes from here on rebuild the partial on query.
                 self._streaming_payloads = []
+                self._retry = None
         elif event.type == "message_end":
             self.streaming_message = None
             self._streaming_payloads = []
@@ -387,6 +390,8 @@ class ConversationWorkflow(
                     self.transcript.add_message(event.message, entry_id=result.entry_id)
             else:
                 self.transcript.add_message(event.message)
+            if isinstance(event.message, AssistantMessage):
+                self._record_retry(self.transcript.entry_ids[-1])
             self.stats = add_message_to_stats(self.stats, event.message)
             if isinstance(event.message, AssistantMessage):
                 self.batch_ended.clear()  # a new batch of calls begins, if it asks for any
@@ -525,5 +530,6 @@ class ConversationWorkflow(
             wakeups=self.wakeups,
             schedules=self.schedules,
             pending_approvals=self.approvals_to_carry,
+            retries=self.retries,
         )
         workflow.continue_as_new(args=[carry, stream_state])

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         AgentEvent,
         CompactionEndEvent,
         CompactionStartEvent,
+        LlmRetryEvent,
         MessageUpdateEvent,
     )
     from agentcore.messages import AssistantMessage, Message, ToolCall
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         DescribeToolsResult,
         PendingRun,
         QueuedMessage,
+        RetryNote,
         SessionCreate,
         SubagentRun,
         within_last_minute,
@@ -77,6 +79,10 @@ from . import policies
 
 SEEN_IDS_KEPT = 2_000
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
+
+
+# How many retried model calls ``get_state`` remembers (``retries``): the newest.
+RETRIES_KEPT = 200
 
 
 def now_ms() -> int:
@@ -177,6 +183,10 @@ class ConversationState:
     # The events an activity published for the message being streamed (deltas, a retry notice), as
     # payloads: ``get_state`` folds them into the partial message, on demand.
     _streaming_payloads: list[Payload]
+    # The last ``llm_retry`` of the message being streamed; at its end it becomes a ``RetryNote``.
+    _retry: LlmRetryEvent | None
+    # The newest messages whose model call was retried (``get_state``'s ``retries``), oldest first.
+    retries: list[RetryNote]
     # The last batch applied per activity publisher (``ActivityEvents``): a batch sent twice counts once.
     _publishers: OrderedDict[str, int]
     runtime: Any  # the TemporalRuntime (model calls in flight)
@@ -212,6 +222,8 @@ class ConversationState:
 
         Converted here rather than by the stream, the same way, so that an event too large for a
         poll's answer can be cut first (``agentcore.budget``; the session file keeps it whole)."""
+        if isinstance(event, LlmRetryEvent):
+            self._retry = event
         if isinstance(event, MessageUpdateEvent) and event.message is not None:
             # Deltas travel without the partial message: a subscriber rebuilds it, the log stays lean.
             event = event.model_copy(update={"message": None})
@@ -274,6 +286,23 @@ class ConversationState:
             self._append(payload)
             if self.streaming_message is not None:
                 self._streaming_payloads.append(payload)
+                if b"llm_retry" in payload.data:  # a cheap look before decoding (deltas are many)
+                    self._note_retry(payload)
+
+    def _note_retry(self, payload: Payload) -> None:
+        event = workflow.payload_converter().from_payloads([payload])[0]
+        if isinstance(event, dict) and event.get("type") == "llm_retry":
+            self._retry = LlmRetryEvent.model_validate(event)
+
+    def _record_retry(self, entry_id: str | None) -> None:
+        """The message being streamed ended as ``entry_id``: keep its retry, if its call had one."""
+        retry, self._retry = self._retry, None
+        if retry is None or entry_id is None:
+            return
+        self.retries.append(
+            RetryNote(entry_id=entry_id, attempt=retry.attempt, error_message=retry.error_message)
+        )
+        del self.retries[:-RETRIES_KEPT]
 
     def streamed_message(self, *, deltas_only: bool = False) -> AssistantMessage | None:
         """What subscribers were shown of the message being streamed: the deltas its model activity

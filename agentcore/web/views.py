@@ -91,6 +91,11 @@ def state_view(state: DurableState, entry_ids: list[str | None]) -> dict[str, An
         "error_message": state.error_message,
         "event_offset": state.event_offset,
         "wakeups": [wakeup_view(wakeup) for wakeup in state.wakeups],
+        # Messages whose model call was retried, by entry id: the page shows the live notice again.
+        "retries": {
+            note.entry_id: {"attempt": note.attempt, "error_message": note.error_message}
+            for note in state.retries
+        },
     }
 
 

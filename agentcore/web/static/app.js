@@ -316,6 +316,7 @@ const chat = {
   status: "idle",
   lastUser: null, // the newest user message {node, view}: Up edits it
   wakeups: new Map(), // pending wake-ups: id -> {id, note, due_at}
+  retries: {}, // entry id -> {attempt, error_message}: messages whose model call was retried
 };
 window.agentcoreChat = chat;
 
@@ -569,9 +570,24 @@ function fillAssistant(node, view) {
   }
 }
 
+// One line for all the retries of a model call, with the attempt count: shown live while the
+// call is retried, and again for the finished message on a page loaded later (the snapshot's
+// ``retries``, by entry id).
+function retryNotice(node, attempt, errorMessage, finished) {
+  let note = node.querySelector(":scope > .notice.retry");
+  if (!note) note = node.insertBefore(el("div", "notice retry"), node.firstChild);
+  note.dataset.attempts = String(attempt);
+  note.dataset.error = errorMessage || "";
+  note.textContent = `The model call failed and ${finished ? "was" : "is being"} retried (attempt ${attempt})${
+    errorMessage ? `: ${errorMessage}` : ""}`;
+  return note;
+}
+
 function renderAssistant(view) {
   const node = el("article", "message assistant");
   node.dataset.index = view.index ?? "";
+  const retry = view.entry_id && chat.retries[view.entry_id];
+  if (retry) retryNotice(node, retry.attempt, retry.error_message, true);
   fillAssistant(node, view);
   messageActions(node, view);
   return node;
@@ -709,7 +725,9 @@ function endStreaming(view) {
   const node = current ? current.node : transcript().appendChild(el("article", "message assistant"));
   node.classList.remove("streaming");
   node.classList.add("has-content");
-  node.replaceChildren(...node.querySelectorAll(":scope > .retry"));
+  const retried = [...node.querySelectorAll(":scope > .retry")];
+  node.replaceChildren(...retried);
+  for (const note of retried) retryNotice(node, Number(note.dataset.attempts), note.dataset.error, true);
   fillAssistant(node, view);
   copyAction(node, view); // branch and fork come with the entry id, once the run is over
   return node;
@@ -885,13 +903,8 @@ function applyEvent(offset, event) {
       current.html = "";
       current.painted = null;
       current.rendered = 0;
-      // One line for all the retries of a call, with the attempt count.
-      let note = current.node.querySelector(":scope > .notice.retry");
-      if (!note) note = current.node.insertBefore(el("div", "notice retry"), current.node.firstChild);
       current.node.classList.add("has-content");
-      note.dataset.attempts = String(event.attempt);
-      note.textContent = `The model call failed and is being retried (attempt ${event.attempt})${
-        event.error_message ? `: ${event.error_message}` : ""}`;
+      retryNotice(current.node, event.attempt, event.error_message, false);
       waiting("Retrying");
       break;
     }
@@ -951,6 +964,7 @@ async function loadSnapshot() {
   chat.tools.clear();
   chat.current = null;
   chat.lastUser = null;
+  chat.retries = state.retries || {};
   transcript().replaceChildren();
   if (state.first_message_index > 0) {
     transcript().appendChild(el("div", "notice", `${state.first_message_index} earlier messages are not shown.`));
