@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections import OrderedDict
@@ -58,6 +59,8 @@ model_context_seen: ContextVar[Callable[[LlmContext], None] | None] = ContextVar
 )
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 PROVIDER_RETRYABLE = "PROVIDER_RETRYABLE"
 PROVIDER_ERROR = "PROVIDER_ERROR"
@@ -137,11 +140,7 @@ class LlmActivities:
             publisher.take_over(call.publisher)
             call.publisher = publisher
             if inp.entries:  # the ones the local attempt could not write
-                await self._beating(
-                    self.store.write(
-                        inp.session_id, inp.create, lambda storage: storage.append_entries(inp.entries)
-                    )
-                )
+                await self._beating(self.store.write(inp.session_id, inp.create, self._appending(inp)))
             if not info.is_local and not call.task.done():
                 await publisher.tick()  # the deltas held over the local attempt go out now
         else:
@@ -150,10 +149,20 @@ class LlmActivities:
                 # Not synced yet: the workflow keeps these entries until this activity succeeds, and
                 # every successful return below syncs first (the result's append, or ``sync()``).
                 storage.append_entries(inp.entries, sync=False)
+                self.store.answers.forget(inp.session_id, inp.entries)
                 done = storage.get_entry(inp.result_entry_id)
                 if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
                     storage.sync()
                     return done.message
+                # An earlier attempt's answer, kept by a local attempt whose workflow task was lost
+                # (its worker died): recorded as a remote attempt records its own, not asked again.
+                kept = self.store.answers.find(inp.session_id, inp.result_entry_id, inp.leaf_id)
+                if kept is not None:
+                    activity.logger.info("model call answered from an earlier attempt's kept answer")
+                    if info.is_local:
+                        storage.sync()
+                        return kept
+                    return self._record(storage, inp, kept)
                 context = (
                     storage.build_context(inp.leaf_id, pending=inp.pending_entries)
                     if inp.leaf_id
@@ -199,6 +208,7 @@ class LlmActivities:
             # Still running after one publish interval: a local attempt hands the call to a remote
             # llm.stream, which can stream its deltas and be aborted while it runs.
             self._park(key, call)
+            call.task.add_done_callback(lambda _: self._keep_parked(key, call, inp))
             await self._synced(inp, syncing)
             return StreamResult(message=self._final_message(inp, call, handoff=True), handoff=True)
         message = self._final_message(inp, call)
@@ -228,17 +238,18 @@ class LlmActivities:
                 self._remember(key, message)
             if info.is_local:
                 # Not recorded: the workflow task this runs in may be lost and the call made again.
-                # The workflow queues the message for writing (see ``StreamInput.pending_entries``).
-                await self._synced(inp, syncing)
+                # The workflow queues the message for writing (see ``StreamInput.pending_entries``);
+                # until then the answer is kept beside the session file, for an attempt that runs
+                # the lost task again in another worker (``KeptAnswers``).
+                if call.signal.aborted:  # (a partial: nothing to keep)
+                    await self._synced(inp, syncing)
+                else:
+                    keeping = asyncio.to_thread(self._keep, inp, message)
+                    await asyncio.gather(self._synced(inp, syncing), keeping)
                 return StreamResult(message=message, attempt=attempt)
-            entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
-            stored = await self._beating(
-                self.store.write(inp.session_id, None, lambda storage: storage.append_entry(entry))
+            message = await self._beating(
+                self.store.write(inp.session_id, None, lambda storage: self._record(storage, inp, message))
             )
-            # Another attempt (a stalled worker that woke up) may have written this entry first: the
-            # file wins, so the workflow records exactly what the session holds.
-            if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
-                message = stored.message
         finally:
             await call.publisher.close()
         deltas = call.state["deltas"] if call.publisher.started else 0
@@ -253,14 +264,8 @@ class LlmActivities:
         local = activity.info().is_local
 
         def write(storage: JsonlSessionStorage) -> AssistantMessage:
-            storage.append_entries(inp.entries)
-            if local:
-                return message
-            entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
-            stored = storage.append_entry(entry)
-            if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
-                return stored.message  # the file wins, as for a call made here
-            return message
+            self._appending(inp)(storage)
+            return message if local else self._record(storage, inp, message)
 
         reused = await self._beating(
             self.store.write(inp.session_id, inp.create, write, lock_wait=activity_lock_wait())
@@ -273,6 +278,37 @@ class LlmActivities:
         self._finished.move_to_end(key)
         while len(self._finished) > KEPT_RESULTS:
             self._finished.popitem(last=False)
+
+    def _appending(self, inp: StreamInput) -> Callable[[JsonlSessionStorage], None]:
+        """Append the entries the workflow sent (and forget the answers kept for them)."""
+
+        def append(storage: JsonlSessionStorage) -> None:
+            storage.append_entries(inp.entries)
+            self.store.answers.forget(inp.session_id, inp.entries)
+
+        return append
+
+    def _record(
+        self, storage: JsonlSessionStorage, inp: StreamInput, message: AssistantMessage
+    ) -> AssistantMessage:
+        """Write the call's answer as its result entry; return what the file holds under that id."""
+        entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
+        stored = storage.append_entry(entry)
+        self.store.answers.forget(inp.session_id, [entry])
+        # Another attempt (a stalled worker that woke up) may have written this entry first: the
+        # file wins, so the workflow records exactly what the session holds.
+        if isinstance(stored, MessageEntry) and isinstance(stored.message, AssistantMessage):
+            return stored.message
+        return message
+
+    def _keep(self, inp: StreamInput, message: AssistantMessage) -> None:
+        """Keep a local attempt's answer beside the session file (``KeptAnswers``) until it is
+        written. Failing to is not the call's failure (the answer is good): it is only not kept."""
+        entry = MessageEntry(id=inp.result_entry_id, parent_id=inp.leaf_id, message=message)
+        try:
+            self.store.answers.keep(inp.session_id, entry)
+        except OSError as err:
+            logger.warning("could not keep a model answer beside session %s: %s", inp.session_id, err)
 
     async def _synced(self, inp: StreamInput, syncing: asyncio.Future[None] | None) -> None:
         """The entries this call appended, durable: the sync started with the call, else one now."""
@@ -392,6 +428,16 @@ class LlmActivities:
             call.expiry.cancel()
         call.expiry = asyncio.get_running_loop().call_later(HANDOFF_WAIT_SECONDS, self._expire, key, call)
         self._calls[key] = call
+
+    def _keep_parked(self, key: str, call: _Call, inp: StreamInput) -> None:
+        """A handed-off call that ended before a remote attempt took it over: its answer is kept as
+        a local attempt's is (this worker may die before the remote attempt comes for it)."""
+        final: AssistantMessage | None = call.state["final"]
+        if self._calls.get(key) is not call or call.task.cancelled() or final is None:
+            return
+        if call.state["retry"] is not None or call.signal.aborted or is_context_overflow(final):
+            return  # (no answer: the call is made again, or answered by compacting first)
+        self._keep(inp, final)  # a small file, rarely: not worth a thread
 
     def _adopt(self, key: str) -> _Call | None:
         call = self._calls.pop(key, None)

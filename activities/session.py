@@ -19,10 +19,11 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
+import orjson
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
@@ -32,8 +33,17 @@ from agentcore.errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
+from agentcore.messages import AssistantMessage
 from agentcore.protocol import AppendInput, ImportSessionInput, SessionCreate
-from agentcore.session import JsonlSessionStorage, SessionPaths, copy_session, session_copy_bytes
+from agentcore.session import (
+    JsonlSessionStorage,
+    MessageEntry,
+    SessionPaths,
+    check_session_id,
+    copy_session,
+    session_copy_bytes,
+)
+from agentcore.session.entries import SessionEntry
 from agentcore.session.ratelimit import StorageRateLimits
 from agentcore.session.storage import FSYNC_ALWAYS, FsyncPolicy
 
@@ -47,6 +57,8 @@ LOCK_WAIT_SECONDS = 10.0
 LOCAL_LOCK_WAIT_SECONDS = 0.08
 # Sessions whose parsed index a worker keeps between writes (one open file descriptor each).
 KEPT_SESSIONS = 256
+# Where ``KeptAnswers`` keeps them, under the sessions root.
+KEPT_ANSWERS_DIR = ".answers"
 
 
 async def _acquire(lock: asyncio.Lock, session_id: str, wait: float | None) -> None:
@@ -70,6 +82,70 @@ async def _acquire(lock: asyncio.Lock, session_id: str, wait: float | None) -> N
         raise as_application_error(error) from None
 
 
+class KeptAnswers:
+    """Model answers that a local attempt got, kept beside the session files until their entry is.
+
+    A local ``llm.stream`` attempt does not write its answer to the session file (the workflow task
+    it runs in may be lost and run again, maybe taking another path): the workflow queues it, and a
+    later activity writes it. A worker that dies before that task completes takes the answer with
+    it, and the task, run again by another worker, would call the model again. So the attempt keeps
+    the answer here first, as the entry it is to become (its id and parent); any attempt of the
+    same call, in any worker sharing the sessions directory, takes it from here instead of calling
+    the model. It is removed once its entry is in the session file (``forget``). One whose task took
+    another path when run again (say an abort arrived meanwhile) is never asked for; it stays.
+
+    One file per answer, ``<root>/.answers/<session id>.<entry id>.json``, written in place and not
+    fsynced: it is to outlive the worker process, not the machine (after a machine crash the call is
+    made again, as before), and a file a dying worker left torn reads as no answer.
+    """
+
+    def __init__(self, paths: SessionPaths) -> None:
+        self.paths = paths
+        self.directory = paths.root / KEPT_ANSWERS_DIR
+
+    def _path(self, session_id: str, entry_id: str) -> Path:
+        # (A session id has no separator; an entry id comes from the workflow, checked all the same.)
+        if "/" in entry_id or entry_id.startswith("."):
+            raise ValueError(f"not an entry id: {entry_id!r}")
+        return self.directory / f"{check_session_id(session_id)}.{entry_id}.json"
+
+    def keep(self, session_id: str, entry: MessageEntry) -> None:
+        """Keep ``entry`` (an answer, under the id and parent the workflow chose for it)."""
+        path = self._path(session_id, entry.id)
+        data = orjson.dumps(entry.model_dump(mode="json"))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+
+    def find(self, session_id: str, entry_id: str, parent_id: str | None) -> AssistantMessage | None:
+        """The answer kept for entry ``entry_id`` under ``parent_id``, if any (an entry of that id
+        under another parent is another call's: not its answer)."""
+        try:
+            data = self._path(session_id, entry_id).read_bytes()
+            entry = MessageEntry.model_validate_json(data)
+        except (OSError, ValueError):  # (a pydantic ValidationError is a ValueError)
+            return None
+        if entry.id != entry_id or entry.parent_id != parent_id:
+            return None
+        return entry.message if isinstance(entry.message, AssistantMessage) else None
+
+    def forget(self, session_id: str, entries: Iterable[SessionEntry]) -> None:
+        """Remove the answers kept for these entries (written to the session file now)."""
+        for entry in entries:
+            if isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage) and entry.id:
+                with contextlib.suppress(OSError, ValueError):
+                    self._path(session_id, entry.id).unlink()
+
+
 class SessionStore:
     """Session files under one root directory; session ids can never escape it."""
 
@@ -77,6 +153,7 @@ class SessionStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.paths = SessionPaths(self.root)
+        self.answers = KeptAnswers(self.paths)
         self.fsync = fsync
         # One writer per session within this process (the OS lock covers other processes).
         self._locks: dict[str, asyncio.Lock] = {}
@@ -217,9 +294,12 @@ class SessionActivities:
         """Append the workflow's entries (idempotent on id), heartbeating if that takes a while (the
         workflow gives it a heartbeat timeout, so a worker that dies mid-write is noticed soon)."""
         entries = inp.entries
-        await heartbeating(
-            self.store.write(inp.session_id, inp.create, lambda storage: storage.append_entries(entries))
-        )
+
+        def append(storage: JsonlSessionStorage) -> None:
+            storage.append_entries(entries)
+            self.store.answers.forget(inp.session_id, entries)
+
+        await heartbeating(self.store.write(inp.session_id, inp.create, append))
 
     @activity.defn(name="session.import")
     async def import_session(self, inp: ImportSessionInput) -> None:

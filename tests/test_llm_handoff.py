@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -65,14 +65,9 @@ USER = MessageEntry(id="u1", message=UserMessage(content="hi", timestamp=1))
 
 def _input(**fields: object) -> StreamInput:
     fields.setdefault("entries", [USER])
-    return StreamInput(
-        session_id="s",
-        model=scripted_model(),
-        leaf_id="u1",
-        result_entry_id="a1",
-        create=SessionCreate(cwd="/"),
-        **fields,
-    )
+    fields.setdefault("leaf_id", "u1")
+    fields.setdefault("result_entry_id", "a1")
+    return StreamInput(session_id="s", model=scripted_model(), create=SessionCreate(cwd="/"), **fields)
 
 
 def _env(*, local: bool) -> ActivityEnvironment:
@@ -274,3 +269,80 @@ async def test_a_retry_takes_over_the_call_its_timed_out_attempt_left_running(tm
     third.info = dataclasses.replace(third.info, attempt=3)
     assert (await third.run(acts.stream, _input())).message == done.message
     assert len(model.signals) == 1 and _stored(tmp_path) == ["u1", "a1"]
+
+
+def _kept(tmp_path: Path) -> list[str]:
+    answers = tmp_path / ".answers"
+    return sorted(p.name for p in answers.iterdir()) if answers.exists() else []
+
+
+async def test_an_answer_a_dead_worker_got_is_not_asked_for_again_by_another(tmp_path: Path) -> None:
+    """A quick answer ends in its local attempt, and the worker dies before its workflow task
+    completes (the answer is in no session entry yet). Another worker runs the task again: its
+    local attempt, and a remote one, answer from what the first kept, not from the model."""
+    dead = SlowModel(0.0)
+    got = await _env(local=True).run(_activities(SessionStore(tmp_path), dead).stream, _input())
+    assert _stored(tmp_path) == ["u1"] and _kept(tmp_path) == ["s.a1.json"]
+    other = SlowModel(0.0)
+    acts = _activities(SessionStore(tmp_path), other)  # another process: none of the first's memory
+    again = await _env(local=True).run(acts.stream, _input())
+    assert again.message == got.message and not again.handoff
+    assert _stored(tmp_path) == ["u1"], "a local attempt still writes no result"
+    remote = await _env(local=False).run(_activities(SessionStore(tmp_path), other).stream, _input())
+    assert remote.message == got.message
+    assert other.contexts == [], "the model was asked again"
+    assert _stored(tmp_path) == ["u1", "a1"] and _kept(tmp_path) == []
+
+
+async def test_a_kept_answer_is_forgotten_once_its_entry_is_written(tmp_path: Path) -> None:
+    model = SlowModel(0.0)
+    acts = _activities(SessionStore(tmp_path), model)
+    got = await _env(local=True).run(acts.stream, _input())
+    assert _kept(tmp_path) == ["s.a1.json"]
+    answer = MessageEntry(id="a1", parent_id="u1", message=got.message)
+    follow_up = MessageEntry(id="u2", parent_id="a1", message=UserMessage(content="and?", timestamp=2))
+    await _env(local=True).run(
+        acts.stream, _input(entries=[answer, follow_up], leaf_id="u2", result_entry_id="a2")
+    )
+    assert _stored(tmp_path) == ["u1", "a1", "u2"]
+    assert _kept(tmp_path) == ["s.a2.json"]
+
+
+async def test_a_kept_answer_is_not_taken_for_another_context(tmp_path: Path) -> None:
+    """Run again, the lost workflow task made the call from another leaf (say a steering message
+    arrived meanwhile): the kept answer is not this call's, and the model is asked."""
+    await _env(local=True).run(_activities(SessionStore(tmp_path), SlowModel(0.0)).stream, _input())
+    other = SlowModel(0.0)
+    steer = MessageEntry(id="u2", parent_id="u1", message=UserMessage(content="steer", timestamp=2))
+    acts = _activities(SessionStore(tmp_path), other)
+    await _env(local=True).run(acts.stream, _input(entries=[USER], pending_entries=[steer], leaf_id="u2"))
+    assert [m.text for m in other.contexts[0].messages] == ["hi", "steer"]
+
+
+async def test_a_handed_off_answer_is_kept_for_a_remote_attempt_in_another_worker(tmp_path: Path) -> None:
+    """The handed-off call ends before the remote attempt comes for it, and its worker dies: the
+    remote attempt, in another worker, records the kept answer instead of calling the model."""
+    first = SlowModel(0.08)
+    assert (await _env(local=True).run(_activities(SessionStore(tmp_path), first).stream, _input())).handoff
+    await wait_for(lambda: _kept(tmp_path) == ["s.a1.json"])
+    other = SlowModel(0.0)
+    done = await _env(local=False).run(_activities(SessionStore(tmp_path), other).stream, _input())
+    assert done.message.content == [TextContent(text="done")] and other.contexts == []
+    assert _stored(tmp_path) == ["u1", "a1"] and _kept(tmp_path) == []
+
+
+async def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_kept_answer_its_worker_left_torn_is_no_answer(tmp_path: Path) -> None:
+    await _env(local=True).run(_activities(SessionStore(tmp_path), SlowModel(0.0)).stream, _input())
+    kept = tmp_path / ".answers" / "s.a1.json"
+    kept.write_bytes(kept.read_bytes()[:40])  # the worker died mid-write
+    other = SlowModel(0.0)
+    done = await _env(local=False).run(_activities(SessionStore(tmp_path), other).stream, _input())
+    assert len(other.contexts) == 1 and done.message.content == [TextContent(text="done")]
+    assert _stored(tmp_path) == ["u1", "a1"] and _kept(tmp_path) == []

@@ -141,10 +141,16 @@ class ModelServer(LoopbackServer):
 # ------------------------------------------------------------------------------------------ worker
 
 
-def spawn(address: str, task_queue: str, workdir: Path, topology: netns.Topology | None) -> WorkerProc:
-    """The worker, on the shipped defaults, talking to the provider model (in the namespace if any),
-    with its full-history replays bounded (``replay_slots``), as docs/network-faults.md advises for a
-    worker on a loaded machine that must ride out cuts."""
+def spawn(
+    address: str,
+    task_queue: str,
+    workdir: Path,
+    topology: netns.Topology | None,
+    replay_slots: int | None = None,
+) -> WorkerProc:
+    """The worker, on the shipped defaults, talking to the provider model (in the namespace if any);
+    ``replay_slots`` bounds its full-history replays (``create_worker(replay_slots=...)``, off by
+    default, as shipped)."""
     return spawn_worker(
         address,
         task_queue,
@@ -154,7 +160,7 @@ def spawn(address: str, task_queue: str, workdir: Path, topology: netns.Topology
         wrap=topology.command if topology else None,
         model="provider",
         shipped_defaults=1,
-        replay_slots=2,
+        replay_slots=replay_slots or 0,
     )
 
 
@@ -329,6 +335,7 @@ async def run(
     think: tuple[float, float] = (1.0, 4.0),
     seed: int = 1,
     limits: ConversationLimits | None = None,
+    replay_slots: int | None = None,
 ) -> Report:
     rng = random.Random(seed)
     (workdir / "sessions").mkdir(parents=True, exist_ok=True)
@@ -344,7 +351,7 @@ async def run(
         model = await ModelServer().start()
         server_link = await Forwarder((listen, 0), (host, int(port)), seed=seed).start()
         model_link = await Forwarder((model_listen, 0), ("127.0.0.1", model.port), seed=seed + 1).start()
-        workers = [await spawn(server_link.address, task_queue, workdir, topology).ready(60)]
+        workers = [await spawn(server_link.address, task_queue, workdir, topology, replay_slots).ready(60)]
         agents = AgentClient(client, task_queue=task_queue, sessions_dir=workdir / "sessions", limits=limits)
         options = AgentOptions(
             model=model.model(base_url=f"http://{model_link.address}/v1"),
@@ -454,7 +461,9 @@ async def run(
             elif kind == "kill9":
                 killed.append(workers[-1].pid)
                 workers[-1].kill()
-                workers.append(await spawn(server_link.address, task_queue, workdir, topology).ready(60))
+                workers.append(
+                    await spawn(server_link.address, task_queue, workdir, topology, replay_slots).ready(60)
+                )
             fault.returned = time.monotonic()
 
         async def faults() -> None:
@@ -533,6 +542,11 @@ async def main() -> None:
     parser.add_argument("--no-netns", action="store_true", help="forwarder faults only (no root needed)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--task-timeout", type=float, help="workflow_task_timeout_seconds (default: shipped)")
+    parser.add_argument(
+        "--replay-slots",
+        type=int,
+        help="the worker's replay_slots (agentcore worker --replay-slots; default: none, as shipped)",
+    )
     parser.add_argument("--out", help="write the figures here (JSON)")
     parser.add_argument("--workdir", help="keep sessions, logs and the server's database here")
     args = parser.parse_args()
@@ -555,15 +569,18 @@ async def main() -> None:
                     if args.task_timeout
                     else None
                 ),
+                replay_slots=args.replay_slots,
             )
     figures = report.figures()
     figures["netns"] = use_netns
+    figures["replay_slots"] = args.replay_slots
     text = json.dumps(figures, indent=2)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")
     bad = figures["lost"] or figures["duplicated"] or figures["shown_text_differs"] or report.problems
-    raise SystemExit(1 if bad or figures["resent_after_answer"] or figures["failed_workflow_tasks"] else 0)
+    resent = figures["resent_after_answer"] + figures["resent_after_answer_of_killed_worker"]
+    raise SystemExit(1 if bad or resent or figures["failed_workflow_tasks"] else 0)
 
 
 async def _main_until_terminated() -> None:

@@ -110,7 +110,7 @@ async def test_fault_run_short(tmp_path: Path) -> None:
     """The fault run, reduced: 4 conversations x 8 turns with subscribers, the worker in its own
     network namespace; the worker-server path blackholed for 3 s and 13 s, a model stream reset,
     a kill -9. Nothing lost or duplicated, every shown text equal to the final one, no model request
-    for an answer already sent, every turn in flight done well within the old 30 s task timeout
+    for an answer already sent (nor for one only the killed worker had got), every turn in flight done well within the old 30 s task timeout
     of a link's return."""
     async with netfault.DevServer(tmp_path / "temporal", ui=False) as server:
         report = await netfault.run(
@@ -126,6 +126,7 @@ async def test_fault_run_short(tmp_path: Path) -> None:
     assert figures["lost"] == 0 and figures["duplicated"] == 0, figures
     assert figures["shown_text_differs"] == 0, report.shown_wrong
     assert figures["resent_after_answer"] == 0 and figures["failed_workflow_tasks"] == 0, figures
+    assert figures["resent_after_answer_of_killed_worker"] == 0, figures
     assert not report.problems, report.problems
     # The target is 10 s at the 99th percentile (docs/network-faults.md has the measured figures);
     # here, with a few turns on a shared machine, only the old 30 s waits are ruled out.
