@@ -91,8 +91,9 @@ class KeptAnswers:
     it, and the task, run again by another worker, would call the model again. So the attempt keeps
     the answer here first, as the entry it is to become (its id and parent); any attempt of the
     same call, in any worker sharing the sessions directory, takes it from here instead of calling
-    the model. It is removed once its entry is in the session file (``forget``). One whose task took
-    another path when run again (say an abort arrived meanwhile) is never asked for; it stays.
+    the model. It is removed once its entry is in the session file (``forget``, by every activity
+    that writes the workflow's entries). One whose task took another path when run again (say an
+    abort arrived meanwhile) is never asked for; it stays.
 
     One file per answer, ``<root>/.answers/<session id>.<entry id>.json``, written in place and not
     fsynced: it is to outlive the worker process, not the machine (after a machine crash the call is
