@@ -117,6 +117,53 @@ async def test_the_snapshot_and_commands_answer_json(temporal_client: Client, tm
         assert [item["id"] for item in cleared["removed"]] == ["f-1"] and cleared["queued"] == []
 
 
+async def test_branches_lists_the_versions_of_a_message_and_where_each_ends(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
+        agent = await web.start()
+        api = f"{web.url}/api/conversations/{agent.session_id}"
+        for text in ("What is 3 * 20?", "What is 4 * 10?"):
+            await agent.prompt(text)
+            await agent.wait_for_idle(timeout=30)
+        page = await agent.get_messages()
+        at = [m.role for m in page.messages].index("user", 1)  # the second question
+        first_answer, question, old_end = page.entry_ids[at - 1], page.entry_ids[at], page.entry_ids[-1]
+        assert (await http.get(f"{api}/branches")).json() == {"branches": [], "continuations": []}
+        # An edit moved back, not yet sent: the question left is a branch to go forward to.
+        await agent.branch(first_answer)
+        listed = (await http.get(f"{api}/branches")).json()
+        assert listed["branches"] == []
+        assert listed["continuations"] == [
+            {"entry_id": question, "leaf_id": old_end, "text": "What is 4 * 10?"}
+        ]
+        # Sent: two versions of the second question, the new one current.
+        await agent.prompt("What is 5 * 10?")
+        await agent.wait_for_idle(timeout=30)
+        state = await agent.get_state()
+        page = await agent.get_messages()
+        [versions] = (await http.get(f"{api}/branches")).json()["branches"]
+        assert versions == {
+            "entry_id": page.entry_ids[at],
+            "position": 1,
+            "siblings": [
+                {"entry_id": question, "leaf_id": old_end, "text": "What is 4 * 10?", "current": False},
+                {
+                    "entry_id": page.entry_ids[at],
+                    "leaf_id": state.leaf_id,
+                    "text": "What is 5 * 10?",
+                    "current": True,
+                },
+            ],
+        }
+        # Switching is a branch to where the other version ends: the same list, the other one current.
+        switched = await http.post(f"{api}/branch", json={"entry_id": old_end})
+        assert switched.status_code == 200
+        [back] = (await http.get(f"{api}/branches")).json()["branches"]
+        assert (back["entry_id"], back["position"]) == (question, 0)
+        assert [m.text for m in (await agent.get_state()).messages][-1] == "4 * 10 = 40."
+
+
 async def test_state_changes_from_another_site_are_refused(temporal_client: Client, tmp_path: Path) -> None:
     async with web_deployment(temporal_client, tmp_path) as web, httpx.AsyncClient(timeout=30) as http:
         agent = await web.start()

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from agentcore.client import DurableAgent
 from agentcore.web import serve_web
 from tests.web_support import (
     LONG_URL,
@@ -302,24 +303,36 @@ async def test_keyboard_enter_shift_enter_escape_and_up(web: WebDeployment, brow
     assert [m.text for m in state.messages if m.role == "user"] == ["What is 3 * 20?\nThanks"]
 
 
+USER_TEXTS = "return [...document.querySelectorAll('.message.user')].map(m => m.dataset.text)"
+SWITCHES = "return [...document.querySelectorAll('.message.user .branch-count')].map(c => c.textContent)"
+
+
+async def ask_twice_and_regenerate(
+    web: WebDeployment, browser: Browser, agent: DurableAgent, second: str, answered: str
+) -> str | None:
+    """Ask "What is 3 * 20?", then ``second``; once its answer (holding ``answered``) is in, regenerate
+    it from the page and wait for the new answer. The conversation's leaf before the regeneration."""
+    await send_first(web, browser, agent.session_id, "What is 3 * 20?")
+    await runs_ended(browser, 1)
+    await send(browser, second)
+    await runs_ended(browser, 2)
+    first_leaf = (await agent.get_state()).leaf_id
+    last_answer = "[...document.querySelectorAll('.message.assistant[data-entry]')].pop()"
+    await browser.wait_for(
+        f"return {last_answer} && {last_answer}.innerText.includes(arguments[0])", answered
+    )
+    await browser.js(f"{last_answer}.querySelector('.actions button.regenerate').click()")
+    await runs_ended(browser, 3)
+    return first_leaf
+
+
 async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(
     web: WebDeployment, browser: Browser
 ) -> None:
     agent = await web.start()
-    await send_first(web, browser, agent.session_id, "What is 3 * 20?")
-    await runs_ended(browser, 1)
-    await send(browser, "What is 4 * 10?")
-    await runs_ended(browser, 2)
-    first_leaf = (await agent.get_state()).leaf_id
-    last_answer = "[...document.querySelectorAll('.message.assistant[data-entry]')].pop()"
-    await browser.wait_for(f"return {last_answer} && {last_answer}.innerText.includes('= 40')")
-    await browser.js(f"{last_answer}.querySelector('.actions button.regenerate').click()")
+    first_leaf = await ask_twice_and_regenerate(web, browser, agent, "What is 4 * 10?", "= 40")
     # A new branch from before the question: asked again, answered again, the old answer set aside.
-    await runs_ended(browser, 3)
-    users = await browser.js(
-        "return [...document.querySelectorAll('.message.user')].map(m => m.dataset.text)"
-    )
-    assert users == ["What is 3 * 20?", "What is 4 * 10?"]
+    assert await browser.js(USER_TEXTS) == ["What is 3 * 20?", "What is 4 * 10?"]
     regenerated_leaf = (await agent.get_state()).leaf_id
     assert regenerated_leaf != first_leaf
     # And back: the branch the regeneration left.
@@ -330,3 +343,47 @@ async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(
             break
         await asyncio.sleep(0.1)
     assert (await agent.get_state()).leaf_id == first_leaf
+
+
+async def answers(browser: Browser) -> list[str]:
+    texts: list[str] = await browser.js(
+        "return [...document.querySelectorAll('.message.assistant .body')].map(b => b.innerText.trim())"
+    )
+    return texts
+
+
+async def test_the_versions_of_a_regenerated_answer_survive_a_reload_and_show_in_another_tab(
+    web: WebDeployment, browser: Browser
+) -> None:
+    agent = await web.start()
+    first_leaf = await ask_twice_and_regenerate(web, browser, agent, "Pick a number", "Number 1.")
+    # "‹ 2/2 ›" on the question asked again, the new answer below it.
+    await browser.wait_for(f"{SWITCHES}.join() === '2/2'", what="the switch on the question")
+    assert await browser.js(USER_TEXTS) == ["What is 3 * 20?", "Pick a number"]
+    assert await answers(browser) == ["3 * 20 = 60.", "Number 2."]
+
+    # Reloaded, the switch is still there (the server lists the branches from the session file);
+    # back to the first version: the first answer again, the conversation at its end.
+    await browser.call(browser.driver.refresh)
+    await browser.wait_for(OPENED)
+    await browser.wait_for(f"{SWITCHES}.join() === '2/2'", what="the switch after a reload")
+    await browser.click(".message.user .branch-prev")
+    await browser.wait_for(f"{SWITCHES}.join() === '1/2'", what="the first version")
+    assert await answers(browser) == ["3 * 20 = 60.", "Number 1."]
+    assert (await agent.get_state()).leaf_id == first_leaf
+    assert await browser.js("return document.querySelector('.message.user .branch-prev').disabled")
+
+    # A second tab shows the same switch, and switches the conversation for both.
+    await browser.call(browser.driver.switch_to.new_window, "tab")
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    await browser.wait_for(f"{SWITCHES}.join() === '1/2'", what="the switch in another tab")
+    assert await answers(browser) == ["3 * 20 = 60.", "Number 1."]
+    await browser.click(".message.user .branch-next")
+    await browser.wait_for(f"{SWITCHES}.join() === '2/2'", what="the second version again")
+    assert await answers(browser) == ["3 * 20 = 60.", "Number 2."]
+    # And the conversation goes on from there.
+    await send(browser, "What is 4 * 10?")
+    await runs_ended(browser, 1)
+    assert await answers(browser) == ["3 * 20 = 60.", "Number 2.", "4 * 10 = 40."]
+    assert await browser.js(SWITCHES) == ["2/2"]

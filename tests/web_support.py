@@ -91,9 +91,11 @@ class Hold:
 
 def web_responder(pacing: float) -> Callable[[Any, Protocol], Script]:
     """The sommelier, plus: ``XSS`` (a hostile answer), ``Count to`` (a long slow answer), ``hold``
-    (a tool call that waits), ``flaky`` (an overloaded provider once, then an answer)."""
+    (a tool call that waits), ``flaky`` (an overloaded provider once, then an answer), ``Pick a
+    number`` (another number each time it is asked: a regenerated answer differs)."""
     sommelier = sommelier_responder(pacing=pacing)
     flaky_seen: set[str] = set()
+    picked: list[int] = []
 
     def respond(body: Any, protocol: Protocol) -> Script:
         kind, text = last_turn(body, protocol)
@@ -109,6 +111,9 @@ def web_responder(pacing: float) -> Callable[[Any, Protocol], Script]:
             return Script(text="Holding the door.", tool_calls=[ScriptToolCall("hold", {})], delay=pacing)
         if kind == "tool" and text == HOLD_RESULT:
             return Script(text="The door is shut again.", delay=pacing)
+        if kind == "user" and text.startswith("Pick a number"):
+            picked.append(len(picked) + 1)
+            return Script(text=f"Number {picked[-1]}.", delay=pacing)
         if kind == "user" and "flaky" in text:
             if text not in flaky_seen:
                 flaky_seen.add(text)

@@ -12,6 +12,7 @@
     POST /api/conversations/{session}/queues/clear   {"queue": "all" | "steering" | "follow_up"}
     POST /api/conversations/{session}/abort
     POST /api/conversations/{session}/branch     {"entry_id"}: continue from an earlier message
+    GET  /api/conversations/{session}/branches   user messages with other branches, where each ends
     POST /api/conversations/{session}/fork       {"entry_id"}: a new conversation up to that message
     POST /api/render                       {"text"}: Markdown as the page shows it (a streaming answer)
 
@@ -29,7 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import orjson
@@ -52,9 +53,12 @@ from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
 from ..search_attributes import AWAITING_APPROVAL
 from ..state import AgentOptions
+from .branches import SessionTree, message_branches, read_tree, user_text
 from .markdown import render_markdown
 from .security import Guard, SignIns
 from .views import ended_view, event_view, queued_view, state_view
+
+T = TypeVar("T")
 
 STATIC_DIR = Path(__file__).parent / "static"
 # Between keep-alive comments on a quiet event stream: proxies drop idle connections after 30-60 s.
@@ -163,15 +167,7 @@ def session_title(path: Path) -> str | None:
                 elif first is None and kind == "message" and isinstance(entry.get("message"), dict):
                     message = entry["message"]
                     if message.get("role") == "user":
-                        content = message.get("content")
-                        if isinstance(content, str):
-                            first = content
-                        elif isinstance(content, list):
-                            first = " ".join(
-                                block.get("text", "")
-                                for block in content
-                                if isinstance(block, dict) and block.get("type") == "text"
-                            )
+                        first = user_text(message)
     except OSError:
         return None
     title = " ".join((name or first or "").split())
@@ -199,6 +195,8 @@ class WebChat:
         self.settings = settings
         # session id -> (file size, mtime, title): a file is read again only when it changed.
         self._titles: dict[str, tuple[int, float, str | None]] = {}
+        # session id -> (file size, mtime, tree): the same for the branches' tree.
+        self._trees: dict[str, tuple[int, float, SessionTree]] = {}
 
     # ------------------------------------------------------------------------------- helpers
 
@@ -212,20 +210,26 @@ class WebChat:
         namespace = quote(self.agents.client.namespace, safe="")
         return f"{base.rstrip('/')}/namespaces/{namespace}/workflows/{quote(session_id, safe='')}"
 
-    def _title(self, session_id: str) -> str | None:
-        if self.agents.sessions_dir is None:
-            return None
-        path = self.agents.sessions_dir / f"{session_id}.jsonl"
+    def _from_file(
+        self, cache: dict[str, tuple[int, float, T]], session_id: str, read: Callable[[Path], T]
+    ) -> T | None:
+        """``read`` of the session's file, again only when the file changed; None without one."""
+        path = self._session_path(session_id)
         try:
-            stat = path.stat()
+            stat = path.stat() if path is not None else None
         except OSError:
+            stat = None
+        if path is None or stat is None:
             return None
-        cached = self._titles.get(session_id)
+        cached = cache.get(session_id)
         if cached is not None and cached[:2] == (stat.st_size, stat.st_mtime):
             return cached[2]
-        title = session_title(path)
-        self._titles[session_id] = (stat.st_size, stat.st_mtime, title)
-        return title
+        value = read(path)
+        cache[session_id] = (stat.st_size, stat.st_mtime, value)
+        return value
+
+    def _title(self, session_id: str) -> str | None:
+        return self._from_file(self._titles, session_id, session_title)
 
     def _last_activity(self, summary: SessionSummary) -> float | None:
         # The session file is appended on every entry: its modification time is the last activity.
@@ -430,6 +434,21 @@ class WebChat:
         result = await agent.branch(entry_id)
         return _json({"leaf_id": result.leaf_id})
 
+    def _tree(self, session_id: str) -> SessionTree:
+        return self._from_file(self._trees, session_id, read_tree) or SessionTree()
+
+    async def branches(self, request: Request) -> Response:
+        """The user messages on the current path that have other branches (a regeneration, an edit):
+        each with its siblings, oldest first, and where each sibling's branch ends (``leaf_id``: what
+        ``branch`` takes to switch to it). From the session file, so a reload or another tab sees
+        them too."""
+        agent = await self._agent(request)
+        state = await agent.get_state()
+        page = await agent.get_messages(state.first_message_index, state.message_count)
+        path = list(zip(page.entry_ids, [message.role for message in page.messages], strict=False))
+        tree = await asyncio.to_thread(self._tree, agent.session_id)
+        return _json(message_branches(tree, path, state.leaf_id, from_start=page.start == 0))
+
     async def fork(self, request: Request) -> Response:
         body = await _body(request)
         entry_id = _text_field(body, "entry_id")
@@ -509,6 +528,7 @@ def create_app(agents: AgentClient, settings: WebSettings) -> Starlette:
         Route(f"{conversation}/messages", _api(chat.send), methods=["POST"]),
         Route(f"{conversation}/abort", _api(chat.abort), methods=["POST"]),
         Route(f"{conversation}/branch", _api(chat.branch), methods=["POST"]),
+        Route(f"{conversation}/branches", _api(chat.branches)),
         Route(f"{conversation}/approvals/{{call}}/approve", _api(chat.approve), methods=["POST"]),
         Route(f"{conversation}/approvals/{{call}}/deny", _api(chat.deny), methods=["POST"]),
         Route(f"{conversation}/fork", _api(chat.fork), methods=["POST"]),

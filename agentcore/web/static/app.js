@@ -317,6 +317,8 @@ const chat = {
   lastUser: null, // the newest user message {node, view}: Up edits it
   wakeups: new Map(), // pending wake-ups: id -> {id, note, due_at}
   retries: {}, // entry id -> {attempt, error_message}: messages whose model call was retried
+  branches: null, // the server's list of other branches ({branches, continuations})
+  leftBranch: null, // the branch an edit or a regeneration just left, until the server lists it
 };
 window.agentcoreChat = chat;
 
@@ -370,16 +372,72 @@ function messageActions(node, view) {
   }
 }
 
-// The branch left by an edit or a regeneration: its last entry, so the page can go back to it.
-function rememberBranch() {
+// The other branches of the user messages (a regeneration, an edit): "‹ 1/2 ›" on each message
+// that has them, built from the server's list (the session file's tree), so it is there after a
+// reload and in every tab. A switch moves the conversation to where that branch ends.
+let branchesAsked = 0;
+async function refreshBranches() {
+  const asked = ++branchesAsked;
+  let listed;
+  try {
+    listed = await api(`/api/conversations/${encodeURIComponent(chat.session)}/branches`);
+  } catch (error) {
+    return; // an ended conversation, or the server away: no switches
+  }
+  if (asked !== branchesAsked) return; // a newer answer is coming
+  chat.branches = listed;
+  if (listed.branches.length) chat.leftBranch = null; // the server knows the versions now
+  for (const old of transcript().querySelectorAll(".branch-switch")) old.remove();
+  for (const branch of listed.branches) {
+    const node = transcript().querySelector(`.message.user[data-entry="${CSS.escape(branch.entry_id)}"]`);
+    if (node) node.appendChild(branchSwitch(branch));
+  }
+  showOtherBranch();
+}
+
+function branchSwitch(branch) {
+  const box = el("div", "branch-switch");
+  const count = branch.siblings.length;
+  const go = (to) => branchTo(branch.siblings[to].leaf_id);
+  const prev = box.appendChild(el("button", "link branch-prev", "‹"));
+  prev.type = "button";
+  prev.disabled = branch.position === 0;
+  prev.setAttribute("aria-label", "Previous version");
+  if (!prev.disabled) prev.title = `Previous version: ${branch.siblings[branch.position - 1].text}`;
+  prev.addEventListener("click", () => go(branch.position - 1));
+  box.appendChild(el("span", "branch-count", `${branch.position + 1}/${count}`));
+  const next = box.appendChild(el("button", "link branch-next", "›"));
+  next.type = "button";
+  next.disabled = branch.position === count - 1;
+  next.setAttribute("aria-label", "Next version");
+  if (!next.disabled) next.title = `Next version: ${branch.siblings[branch.position + 1].text}`;
+  next.addEventListener("click", () => go(branch.position + 1));
+  return box;
+}
+
+function otherBranch() {
+  // The branch an edit or a regeneration left: beside the newest message that has one, the version
+  // before this one (or the newest, from the first); else, until the server lists the new version,
+  // the one this tab just left; else one the conversation was moved back from.
+  const listed = chat.branches || { branches: [], continuations: [] };
+  const branch = listed.branches[listed.branches.length - 1];
+  if (branch) {
+    const other = branch.position > 0 ? branch.position - 1 : branch.siblings.length - 1;
+    return branch.siblings[other];
+  }
+  return chat.leftBranch || listed.continuations[listed.continuations.length - 1] || null;
+}
+
+function leaveBranch() {
+  // An edit or a regeneration is about to move the conversation back: where it was, to return to.
   const entries = transcript().querySelectorAll("[data-entry]");
-  const last = entries.length ? entries[entries.length - 1].dataset.entry : null;
-  if (last) sessionStorage.setItem(`agentcore-other-branch:${chat.session}`, last);
+  const last = entries.length ? entries[entries.length - 1] : null;
+  if (last) chat.leftBranch = { leaf_id: last.dataset.entry, text: last.innerText.trim().slice(0, 120) };
   showOtherBranch();
 }
 
 function showOtherBranch() {
-  const other = sessionStorage.getItem(`agentcore-other-branch:${chat.session}`);
+  const other = otherBranch();
   let link = $("other-branch");
   if (!other) {
     if (link) link.remove();
@@ -389,16 +447,13 @@ function showOtherBranch() {
     link = el("button", "link", "↩ Back to the other branch");
     link.id = "other-branch";
     link.type = "button";
-    link.title = "Return to the answers before the last edit or regeneration (this branch stays too)";
     $("queue-box").before(link);
-    link.addEventListener("click", async () => {
-      const target = sessionStorage.getItem(`agentcore-other-branch:${chat.session}`);
-      const entries = transcript().querySelectorAll("[data-entry]");
-      const here = entries.length ? entries[entries.length - 1].dataset.entry : null;
-      await branchTo(target);
-      if (here) sessionStorage.setItem(`agentcore-other-branch:${chat.session}`, here);
+    link.addEventListener("click", () => {
+      const target = otherBranch();
+      if (target) branchTo(target.leaf_id);
     });
   }
+  link.title = `Return to the other version (this one stays too): ${other.text}`;
 }
 
 async function regenerate(node) {
@@ -409,7 +464,7 @@ async function regenerate(node) {
   const text = user.dataset.text || user.querySelector(".body").innerText.trim();
   let previous = user.previousElementSibling;
   while (previous && !previous.dataset.entry) previous = previous.previousElementSibling;
-  rememberBranch();
+  leaveBranch();
   await branchTo(previous ? previous.dataset.entry : null);
   $("message").value = text;
   await send("auto");
@@ -1000,6 +1055,7 @@ async function loadSnapshot() {
   chat.lastOffset = state.event_offset - 1;
   chat.snapshotOffset = state.event_offset;
   window.scrollTo(0, document.body.scrollHeight);
+  if (!state.ended) refreshBranches();
   return state;
 }
 
@@ -1013,6 +1069,7 @@ async function refreshAfterRun() {
       if (node && view.role === "user") chat.lastUser = { node, view };
     }
     renderQueued(state.queued);
+    refreshBranches();
     if (state.title) $("chat-title").textContent = state.title;
     if (state.status !== "idle" && !chat.running) setRunning(true, state.status);
   } catch (error) {
@@ -1122,7 +1179,7 @@ async function branchTo(entryId) {
 async function editFrom(node, view) {
   let previous = node.previousElementSibling;
   while (previous && !previous.dataset.entry) previous = previous.previousElementSibling;
-  rememberBranch();
+  leaveBranch();
   await branchTo(previous ? previous.dataset.entry : null);
   $("message").value = view.text || "";
   $("message").focus();
@@ -1162,7 +1219,6 @@ async function showChat(session) {
   setInterval(tickActivity, 100);
   try {
     const state = await loadSnapshot();
-    showOtherBranch();
     if (state.ended) return;
     openEvents(state.event_offset);
     $("message").focus();
