@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from opentelemetry import trace
 from temporalio import activity, workflow
 from temporalio.client import Client
+from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, ReplaySafeTracerProvider
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -210,17 +212,46 @@ def _recording_tracing() -> tuple[Any, Any]:
     return provider.get_tracer("test"), exporter
 
 
-def _traced_client(client: Client, tracer: Any) -> Client:
+_RECORDED: Any = None
+
+
+def _process_tracing() -> tuple[Any, Any]:
+    """The process's replay-safe provider (Temporal's ``create_tracer_provider``, as the SDK's
+    interceptor requires), recording in memory: installed once, as a process can only have one. A
+    test reads the spans of its own trace (``_trace``)."""
+    global _RECORDED
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider, create_tracer_provider
+
+    if _RECORDED is None:
+        assert not isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider)
+        exporter = InMemorySpanExporter()
+        provider = create_tracer_provider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        _RECORDED = exporter
+    assert isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider)
+    return trace.get_tracer("test"), _RECORDED
+
+
+def _trace(exporter: Any, app: Any) -> list[Any]:
+    trace_id = app.get_span_context().trace_id
+    return [span for span in exporter.get_finished_spans() if span.context.trace_id == trace_id]
+
+
+def _traced_client(client: Client) -> Client:
     config = client.config()
-    config["interceptors"] = [AgentTracingInterceptor(tracer)]
+    config["interceptors"] = [AgentTracingInterceptor()]
     return Client(**config)
 
 
 async def test_a_conversation_stays_one_trace_across_continue_as_new(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    tracer, exporter = _recording_tracing()
-    client = _traced_client(temporal_client, tracer)
+    tracer, exporter = _process_tracing()
+    client = _traced_client(temporal_client)
     limits = ConversationLimits(continue_as_new_after_events=40, llm_heartbeat_seconds=2)
     model = ScriptedModel(lambda context: text("ok"))
     observer = AgentObserver(tracer=tracer)
@@ -232,7 +263,7 @@ async def test_a_conversation_stays_one_trace_across_continue_as_new(
             await agent.prompt(f"p{i}")
             await agent.wait_for_idle(timeout=20)
         assert (await agent.handle.describe()).run_id != first_run, "the workflow should have rolled over"
-    spans = exporter.get_finished_spans()
+    spans = _trace(exporter, app)
     chats = [span for span in spans if span.name == "chat scripted"]
     assert len(chats) == 8
     # Every model call of every run is in the application's trace, right under its StartWorkflow.
@@ -259,8 +290,8 @@ async def echo(text: str) -> str:
 
 
 async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp_path: Path) -> None:
-    tracer, exporter = _recording_tracing()
-    client = _traced_client(temporal_client, tracer)
+    tracer, exporter = _process_tracing()
+    client = _traced_client(temporal_client)
     task_queue = f"plain-{uuid.uuid4().hex[:8]}"
     # Unsandboxed: the sandbox would import this whole test module again.
     async with Worker(
@@ -270,20 +301,30 @@ async def test_other_workflows_keep_temporals_spans(temporal_client: Client, tmp
         activities=[echo],
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
-        with tracer.start_as_current_span("app"):
+        with tracer.start_as_current_span("app") as app:
             result = await client.execute_workflow(
                 PlainTracedWorkflow.run, id=f"plain-{uuid.uuid4().hex[:8]}", task_queue=task_queue
             )
     assert result == "hi"
-    names = [span.name for span in exporter.get_finished_spans()]
-    assert "StartActivity:tests.echo" in names and "RunActivity:tests.echo" in names
+    spans = {span.name: span for span in _trace(exporter, app)}
+    assert "StartActivity:tests.echo" in spans and "RunActivity:tests.echo" in spans
+    # The SDK's OpenTelemetryInterceptor: the workflow's span lasts as long as the run did (the older
+    # TracingInterceptor ended it at once) and holds the activity's spans.
+    run = spans["RunWorkflow:tests.PlainTraced"]
+    activity_span = spans["RunActivity:tests.echo"]
+    assert run.start_time < activity_span.start_time <= activity_span.end_time < run.end_time
+    by_id = {span.context.span_id: span for span in spans.values()}
+    parent = activity_span
+    while parent.parent is not None and parent.parent.span_id in by_id and parent is not run:
+        parent = by_id[parent.parent.span_id]
+    assert parent is run
 
 
 async def test_a_streamed_answer_is_a_few_spans_with_none_per_delta_batch(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    tracer, exporter = _recording_tracing()
-    client = _traced_client(temporal_client, tracer)
+    tracer, exporter = _process_tracing()
+    client = _traced_client(temporal_client)
     # 40 deltas over 2 s: the model call sends them to the workflow in several signal batches.
     model = ScriptedModel(lambda context: text("word " * 40), chunks=40, delay=0.05)
     async with running_worker(client, tmp_path, model, interceptors=[AgentObserver(tracer=tracer)]) as h:
@@ -293,10 +334,35 @@ async def test_a_streamed_answer_is_a_few_spans_with_none_per_delta_batch(
             events = await collect_run(agent)
             await agent.wait_for_idle(timeout=20)
     assert sum(1 for event in events if event.type == "message_update") >= 20  # it did stream
-    spans = [span for span in exporter.get_finished_spans() if span.name != "app"]
+    spans = [span for span in _trace(exporter, app) if span.name != "app"]
     names = sorted(span.name for span in spans)
     # The run, its updates, and the one model call; nothing for each batch of deltas it sent.
     assert not [name for name in names if "activity_events" in name], names
     assert names.count("chat scripted") == 1
     assert len(spans) <= 8, names
     assert {span.context.trace_id for span in spans} == {app.get_span_context().trace_id}
+    # Temporal's own interceptor made the client's and the workflow's spans, under the replay-safe
+    # provider it requires.
+    [interceptor] = client.config()["interceptors"]
+    assert isinstance(interceptor.temporal, OpenTelemetryInterceptor)
+    assert isinstance(trace.get_tracer_provider(), ReplaySafeTracerProvider)
+    assert "StartWorkflow:agentcore.Conversation" in names and "HandleUpdate:prompt" in names
+
+
+async def test_replaying_a_conversation_adds_no_spans(temporal_client: Client, tmp_path: Path) -> None:
+    tracer, exporter = _process_tracing()
+    client = _traced_client(temporal_client)
+    model = ScriptedModel(lambda context: text("ok"))
+    # No workflow cache: every workflow task replays the whole history so far, spans and all.
+    async with running_worker(
+        client, tmp_path, model, interceptors=[AgentObserver(tracer=tracer)], max_cached_workflows=0
+    ) as h:
+        with tracer.start_as_current_span("app") as app:
+            agent = await h.agents.start("replayed", AgentOptions(model=scripted_model()))
+            for i in range(3):
+                await agent.prompt(f"p{i}")
+                await agent.wait_for_idle(timeout=20)
+    names = [span.name for span in _trace(exporter, app)]
+    assert names.count("RunWorkflow:agentcore.Conversation") == 1, names
+    assert names.count("HandleUpdate:prompt") == 3, names
+    assert names.count("chat scripted") == 3, names

@@ -6,7 +6,8 @@ the call, its tokens and cost; around each ``tools.execute`` an ``execute_tool {
 call's outcome. The spans follow the OpenTelemetry GenAI semantic conventions. Under agentcore's
 tracing interceptor (``agentcore.temporal.tracing``, which runs first: the client's interceptors
 come before the worker's) that span is the activity's own, made there in place of Temporal's
-``RunActivity`` and filled in here; under Temporal's plain ``TracingInterceptor`` it is a child of
+``RunActivity`` and filled in here; under Temporal's plain ``OpenTelemetryInterceptor`` (or the older
+``TracingInterceptor``) it is a child of
 ``RunActivity``.
 
 Everything is read from the activity's input and result, so neither the activities nor the workflow

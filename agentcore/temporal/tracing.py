@@ -5,10 +5,14 @@ that connects through ``agentcore.temporal.connect`` exports spans over OTLP/HTT
 ``OTEL_SERVICE_NAME`` (default ``agentcore``):
 
 - the client's calls and the workflow's work, from Temporal's own
-  ``temporalio.contrib.opentelemetry.TracingInterceptor`` (``StartWorkflow``,
-  ``StartWorkflowUpdate``, ``RunWorkflow``, ``HandleUpdate``, ``HandleSignal``, ``RunActivity``
-  for the bookkeeping activities, ...). Its workflow spans are made only when the workflow is not
-  replaying, so a replay after a worker restart adds none;
+  ``temporalio.contrib.opentelemetry.OpenTelemetryInterceptor`` (the interceptor of the SDK's
+  ``OpenTelemetryPlugin``, with its spans: ``StartWorkflow``, ``StartWorkflowUpdate``,
+  ``RunWorkflow``, ``HandleUpdate``, ``StartActivity``, ``RunActivity``, ...) under the SDK's
+  replay-safe tracer provider (``create_tracer_provider``): span ids in a workflow come from its
+  own randomness and no span is ended while a worker replays history, so a replay after a worker
+  restart adds none. An application that installs its own provider makes it with
+  ``create_tracer_provider`` too (a plain one is refused by the SDK's interceptor: agentcore then
+  leaves tracing off and says so);
 - one span per model call (``chat {model}``) and per tool call (``execute_tool {name}``): the
   activity's own span, with the OpenTelemetry GenAI semantic conventions' attributes and
   ``agentcore.session.id`` (filled in by ``agentcore.temporal.observe``) and Temporal's
@@ -19,31 +23,33 @@ trace from the client's ``StartWorkflow`` down to each model and tool call. Prom
 left out of spans unless ``AGENTCORE_OTEL_CAPTURE_CONTENT=true``; API keys never enter them (they are
 read by the provider at call time and are not in any activity input).
 
-In a conversation, agentcore's subclass of Temporal's interceptor leaves out three kinds of span
-that have no duration and say nothing the others do not: ``StartActivity`` (the workflow passes
-its context to the activity without one), ``RunActivity`` around a model or tool call (the GenAI
-span stands in its place) and ``ValidateUpdate`` (``HandleUpdate`` follows it). A tool turn is then
-4 spans on the worker instead of 11, and costs that much less to make and export (bench entry 43).
-Nor are the ``activity_events`` signals a streaming call sends its conversation (a batch of deltas
-each, about 250 for a 10 s answer), on the client or the handler side.
-Other workflows on a worker keep Temporal's spans unchanged.
+A conversation runs under the same SDK interceptor in its propagation-only form
+(``add_temporal_spans=False``: the context still reaches every activity and the next run after
+continue-as-new), and agentcore adds the spans that say something: a ``RunWorkflow`` mark at the
+start of each run (a span over the run would last as long as the conversation, and be exported only
+when it ends), one ``HandleUpdate`` / ``HandleSignal`` / ``HandleQuery`` span per command, and the
+model and tool calls' spans in place of ``StartActivity`` / ``RunActivity``. Left out: the
+``activity_events`` signals a streaming call sends its conversation (a batch of deltas each, about
+250 for a 10 s answer), on the client and the handler side; ``ValidateUpdate`` (``HandleUpdate``
+follows it); and the event stream's ``__temporal_*`` updates and queries, for every workflow. Other
+workflows on a worker keep Temporal's spans unchanged.
 
 Without the extra installed, or without an endpoint, nothing is traced and nothing is imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..protocol import SIGNAL_ACTIVITY_EVENTS
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
-    from temporalio.contrib.opentelemetry import TracingInterceptor
 
 CAPTURE_CONTENT_ENV = "AGENTCORE_OTEL_CAPTURE_CONTENT"
 DEFAULT_SERVICE_NAME = "agentcore"
@@ -59,7 +65,7 @@ INTERNAL_UPDATE_PREFIX = "__temporal_"
 UNTRACED_SIGNALS = frozenset({SIGNAL_ACTIVITY_EVENTS})
 
 _lock = threading.Lock()
-_interceptor_class: type[TracingInterceptor] | None = None
+_interceptor_class: type[Any] | None = None  # AgentTracingInterceptor, once defined
 _configured: bool | None = None
 _provider: Any = None
 
@@ -97,6 +103,7 @@ def configure_tracing() -> bool:
             from opentelemetry.sdk.resources import SERVICE_NAME, Resource
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider, create_tracer_provider
         except ImportError:
             logger.warning(
                 "OTEL_EXPORTER_OTLP_ENDPOINT is set but OpenTelemetry is not installed: "
@@ -104,16 +111,24 @@ def configure_tracing() -> bool:
             )
             return False
         current = trace.get_tracer_provider()
-        if isinstance(current, TracerProvider):
+        if isinstance(current, ReplaySafeTracerProvider):
             _configured = True
             return True
+        if isinstance(current, TracerProvider):
+            logger.warning(
+                "the application's OpenTelemetry tracer provider is not replay-safe: make it with "
+                "temporalio.contrib.opentelemetry.create_tracer_provider() to trace conversations"
+            )
+            return False
         # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; ours is the fallback
         # name (attributes passed here would win over the environment's).
         named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get(
             "OTEL_RESOURCE_ATTRIBUTES", ""
         )
         resource = Resource.create({} if named else {SERVICE_NAME: DEFAULT_SERVICE_NAME})
-        provider = TracerProvider(resource=resource)
+        # Temporal's replay-safe provider: span ids from the workflow's own randomness, and no
+        # span ended while a worker replays history (a restart re-exports nothing).
+        provider = create_tracer_provider(resource=resource)
         # The exporter reads the endpoint, headers, timeout and compression from OTEL_EXPORTER_OTLP_*;
         # the batch processor keeps export off the worker's event loop.
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
@@ -132,14 +147,15 @@ def tracer() -> Tracer | None:
     return trace.get_tracer(TRACER_NAME)
 
 
-def tracing_interceptor() -> TracingInterceptor | None:
-    """Temporal's tracing interceptor for a client (workers made from it inherit it), or None."""
+def tracing_interceptor() -> Any:
+    """agentcore's tracing interceptor (``AgentTracingInterceptor``) for a client (workers made
+    from it inherit it), or None."""
     if not configure_tracing():
         return None
     return _agent_tracing_interceptor_class()()
 
 
-def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
+def _agent_tracing_interceptor_class() -> type[Any]:
     # Defined on first use: opentelemetry is an optional extra.
     global _interceptor_class
     if _interceptor_class is not None:
@@ -147,83 +163,103 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
     import opentelemetry.context
     import opentelemetry.trace
     import temporalio.activity
-    import temporalio.api.common.v1
     import temporalio.client
     import temporalio.worker
     import temporalio.workflow
-    from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
+    from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
 
     from ..protocol import WORKFLOW_NAME
     from .observe import ACTIVITY_SPAN_KEY, genai_span
 
-    Headers = Mapping[str, temporalio.api.common.v1.Payload]
+    def workflow_tracer() -> opentelemetry.trace.Tracer:
+        # The process's provider, as the SDK's interceptor uses it: a ReplaySafeTracerProvider
+        # (checked when a worker is made), so a span is not ended again while history is replayed.
+        return opentelemetry.trace.get_tracer(TRACER_NAME)
 
-    class _ContextToActivities(temporalio.worker.WorkflowOutboundInterceptor):
-        """Passes the conversation's trace context on to its activities and its next run, with no
-        ``StartActivity`` span in between (the calls a conversation makes: no child workflows)."""
+    @contextlib.contextmanager
+    def workflow_span(name: str) -> Iterator[None]:
+        info = temporalio.workflow.info()
+        attributes = {"temporalWorkflowID": info.workflow_id, "temporalRunID": info.run_id}
+        with workflow_tracer().start_as_current_span(
+            name, kind=opentelemetry.trace.SpanKind.SERVER, attributes=attributes
+        ):
+            yield
 
-        def __init__(
-            self, next: temporalio.worker.WorkflowOutboundInterceptor, root: TracingWorkflowInboundInterceptor
-        ) -> None:
-            super().__init__(next)
-            self.root = root
+    class _ConversationSpans(temporalio.worker.WorkflowInboundInterceptor):
+        """A conversation's own spans, made inside the SDK's propagation-only interceptor (so in
+        the context of the call that carried them): a mark for each run, and one span per update,
+        signal and query a user sends; nothing for the event stream or the deltas."""
 
-        def _with_context(self, headers: Headers) -> Headers:
-            if temporalio.workflow.unsafe.is_replaying():
-                return headers  # a replayed command is not sent again: its headers go nowhere
-            carrier: dict[str, str] = {}
-            self.root.text_map_propagator.inject(carrier)
-            if not carrier:
-                return headers
-            return {**headers, self.root.header_key: self.root.payload_converter.to_payloads([carrier])[0]}
-
-        def start_activity(
-            self, input: temporalio.worker.StartActivityInput
-        ) -> temporalio.workflow.ActivityHandle[Any]:
-            input.headers = self._with_context(input.headers)
-            return super().start_activity(input)
-
-        def start_local_activity(
-            self, input: temporalio.worker.StartLocalActivityInput
-        ) -> temporalio.workflow.ActivityHandle[Any]:
-            input.headers = self._with_context(input.headers)
-            return super().start_local_activity(input)
-
-        def continue_as_new(self, input: temporalio.worker.ContinueAsNewInput) -> NoReturn:
-            input.headers = self._with_context(input.headers)
-            super().continue_as_new(input)
-
-    class _UntracedInternalUpdates(TracingWorkflowInboundInterceptor):
-        conversation = False
-
-        def init(self, outbound: temporalio.worker.WorkflowOutboundInterceptor) -> None:
-            self.conversation = outbound.info().workflow_type == WORKFLOW_NAME
-            if self.conversation:
-                temporalio.worker.WorkflowInboundInterceptor.init(self, _ContextToActivities(outbound, self))
-            else:
-                super().init(outbound)
-
-        def handle_update_validator(self, input: temporalio.worker.HandleUpdateInput) -> None:
-            if self.conversation or input.update.startswith(INTERNAL_UPDATE_PREFIX):
-                self.next.handle_update_validator(input)
-                return
-            super().handle_update_validator(input)
-
-        async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
-            if input.update.startswith(INTERNAL_UPDATE_PREFIX):
-                return await self.next.handle_update_handler(input)
-            return await super().handle_update_handler(input)
-
-        def handle_query(self, input: temporalio.worker.HandleQueryInput) -> Any:
-            if input.query.startswith(INTERNAL_UPDATE_PREFIX):
-                return self.next.handle_query(input)
-            return super().handle_query(input)
+        async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
+            # A run lasts as long as the conversation (days): a span over it would be exported only
+            # when it ends, if ever (a worker that stops leaves it open). Its mark is at its start.
+            with workflow_span(f"RunWorkflow:{temporalio.workflow.info().workflow_type}"):
+                pass
+            return await self.next.execute_workflow(input)
 
         async def handle_signal(self, input: temporalio.worker.HandleSignalInput) -> None:
             if input.signal in UNTRACED_SIGNALS:
                 await self.next.handle_signal(input)
                 return
-            await super().handle_signal(input)
+            with workflow_span(f"HandleSignal:{input.signal}"):
+                await self.next.handle_signal(input)
+
+        async def handle_query(self, input: temporalio.worker.HandleQueryInput) -> Any:
+            with workflow_span(f"HandleQuery:{input.query}"):
+                return self.next.handle_query(input)
+
+        async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
+            if input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                return await self.next.handle_update_handler(input)
+            with workflow_span(f"HandleUpdate:{input.update}"):
+                return await self.next.handle_update_handler(input)
+
+    def workflow_class(
+        traced: type[temporalio.worker.WorkflowInboundInterceptor],
+        quiet: type[temporalio.worker.WorkflowInboundInterceptor],
+    ) -> type[temporalio.worker.WorkflowInboundInterceptor]:
+        class _AgentWorkflowTracing(temporalio.worker.WorkflowInboundInterceptor):
+            """The SDK's interceptor with Temporal's spans for any workflow but a conversation, and
+            its propagation-only form around ``_ConversationSpans`` for a conversation; the event
+            stream's updates and queries bypass both."""
+
+            def __init__(self, next: temporalio.worker.WorkflowInboundInterceptor) -> None:
+                super().__init__(next)
+                self.traced = traced(next)
+                self.quiet = quiet(_ConversationSpans(next))
+                self.chosen = self.traced
+
+            def init(self, outbound: temporalio.worker.WorkflowOutboundInterceptor) -> None:
+                if outbound.info().workflow_type == WORKFLOW_NAME:
+                    self.chosen = self.quiet
+                self.chosen.init(outbound)
+
+            async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
+                return await self.chosen.execute_workflow(input)
+
+            async def handle_signal(self, input: temporalio.worker.HandleSignalInput) -> None:
+                if input.signal in UNTRACED_SIGNALS:
+                    await self.next.handle_signal(input)
+                    return
+                await self.chosen.handle_signal(input)
+
+            async def handle_query(self, input: temporalio.worker.HandleQueryInput) -> Any:
+                if input.query.startswith(INTERNAL_UPDATE_PREFIX):
+                    return await self.next.handle_query(input)
+                return await self.chosen.handle_query(input)
+
+            def handle_update_validator(self, input: temporalio.worker.HandleUpdateInput) -> None:
+                if self.chosen is self.quiet or input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                    self.next.handle_update_validator(input)  # HandleUpdate follows
+                    return
+                self.chosen.handle_update_validator(input)
+
+            async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
+                if input.update.startswith(INTERNAL_UPDATE_PREFIX):
+                    return await self.next.handle_update_handler(input)
+                return await self.chosen.handle_update_handler(input)
+
+        return _AgentWorkflowTracing
 
     class _ClientSkippingInternalUpdates(temporalio.client.OutboundInterceptor):
         def __init__(
@@ -252,46 +288,29 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
                 return
             await super().signal_workflow(input)
 
-    class _GenAIActivitySpans(temporalio.worker.ActivityInboundInterceptor):
-        """A model or tool call's span is made here, as the activity's span (the observer fills in
-        its attributes); any other activity gets Temporal's ``RunActivity``."""
-
-        def __init__(
-            self,
-            next: temporalio.worker.ActivityInboundInterceptor,
-            traced: temporalio.worker.ActivityInboundInterceptor,
-            root: TracingInterceptor,
-        ) -> None:
-            super().__init__(next)
-            self.traced = traced
-            self.root = root
-
-        def _parent(self, headers: Headers) -> opentelemetry.context.Context:
-            payload = headers.get(self.root.header_key)
-            carrier = self.root.payload_converter.from_payloads([payload])[0] if payload else None
-            return (
-                self.root.text_map_propagator.extract(carrier) if carrier else opentelemetry.context.Context()
-            )
+    class _GenAIActivitySpan(temporalio.worker.ActivityInboundInterceptor):
+        """A model or tool call's span, made as the activity's own span in the context the SDK's
+        interceptor took from its headers (the observer fills in its attributes)."""
 
         async def execute_activity(self, input: temporalio.worker.ExecuteActivityInput) -> Any:
             info = temporalio.activity.info()
             named = genai_span(info.activity_type, input.args)
-            if named is None:
-                return await self.traced.execute_activity(input)
+            assert named is not None
             name, kind = named
-            parent = self._parent(input.headers)
             attributes = {
                 "temporalWorkflowID": info.workflow_id or "",
                 "temporalRunID": info.workflow_run_id or "",
                 "temporalActivityID": info.activity_id,
             }
-            span = self.root.tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
-            context = opentelemetry.trace.set_span_in_context(span, parent)
+            span = opentelemetry.trace.get_tracer(TRACER_NAME).start_span(
+                name, kind=kind, attributes=attributes
+            )
+            context = opentelemetry.trace.set_span_in_context(span)
             token = opentelemetry.context.attach(
                 opentelemetry.context.set_value(ACTIVITY_SPAN_KEY, span, context)
             )
             try:
-                return await super().execute_activity(input)
+                return await self.next.execute_activity(input)
             except Exception as err:
                 # Unless the observer said what failed (a sampled-out span has no status at all).
                 status = getattr(span, "status", None)
@@ -302,30 +321,60 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
                 opentelemetry.context.detach(token)
                 span.end()
 
-    class AgentTracingInterceptor(TracingInterceptor):
-        """Temporal's tracing interceptor, minus the event stream's plumbing and the spans a
-        conversation's model and tool calls do not need.
+    class _ActivitiesByKind(temporalio.worker.ActivityInboundInterceptor):
+        def __init__(
+            self,
+            next: temporalio.worker.ActivityInboundInterceptor,
+            traced: temporalio.worker.ActivityInboundInterceptor,
+            genai: temporalio.worker.ActivityInboundInterceptor,
+        ) -> None:
+            super().__init__(next)
+            self.traced = traced
+            self.genai = genai
 
-        A subscriber reads a conversation's events through ``__temporal_workflow_stream_poll``
-        updates (and ``__temporal_*`` queries), one or more per turn: three spans each (client,
-        validator, handler) that say nothing about the conversation, and cost the worker a share
-        of its tracing CPU. The conversation's own trims are in the module's docstring."""
+        async def execute_activity(self, input: temporalio.worker.ExecuteActivityInput) -> Any:
+            if genai_span(temporalio.activity.info().activity_type, input.args) is None:
+                return await self.traced.execute_activity(input)
+            return await self.genai.execute_activity(input)
 
-        def intercept_activity(
-            self, next: temporalio.worker.ActivityInboundInterceptor
-        ) -> temporalio.worker.ActivityInboundInterceptor:
-            return _GenAIActivitySpans(next, super().intercept_activity(next), self)
+    class AgentTracingInterceptor(temporalio.client.Interceptor, temporalio.worker.Interceptor):
+        """Temporal's ``OpenTelemetryInterceptor`` (``temporal``, with its spans), minus the event
+        stream's plumbing and the spans a conversation does not need.
+
+        The spans, the trace context in Temporal headers and the global ``ReplaySafeTracerProvider``
+        it requires (``create_tracer_provider``: replay-stable span ids in workflows, and no span
+        ended while history is replayed) are the SDK's. A conversation runs under the same
+        interceptor's propagation-only form (``propagation``, ``add_temporal_spans=False``) with
+        agentcore's spans for the run and each command; see the module's docstring."""
+
+        def __init__(self) -> None:
+            self.temporal = OpenTelemetryInterceptor(add_temporal_spans=True)
+            self.propagation = OpenTelemetryInterceptor(add_temporal_spans=False)
 
         def intercept_client(
             self, next: temporalio.client.OutboundInterceptor
         ) -> temporalio.client.OutboundInterceptor:
-            return _ClientSkippingInternalUpdates(super().intercept_client(next), next)
+            return _ClientSkippingInternalUpdates(self.temporal.intercept_client(next), next)
+
+        def intercept_activity(
+            self, next: temporalio.worker.ActivityInboundInterceptor
+        ) -> temporalio.worker.ActivityInboundInterceptor:
+            traced = self.temporal.intercept_activity(next)
+            genai = self.propagation.intercept_activity(_GenAIActivitySpan(next))
+            return _ActivitiesByKind(next, traced, genai)
 
         def workflow_interceptor_class(
             self, input: temporalio.worker.WorkflowInterceptorClassInput
-        ) -> type[TracingWorkflowInboundInterceptor]:
-            super().workflow_interceptor_class(input)
-            return _UntracedInternalUpdates
+        ) -> type[temporalio.worker.WorkflowInboundInterceptor]:
+            return workflow_class(
+                self.temporal.workflow_interceptor_class(input),
+                self.propagation.workflow_interceptor_class(input),
+            )
+
+        def intercept_nexus_operation(
+            self, next: temporalio.worker.NexusOperationInboundInterceptor
+        ) -> temporalio.worker.NexusOperationInboundInterceptor:
+            return self.temporal.intercept_nexus_operation(next)
 
     _interceptor_class = AgentTracingInterceptor
     return _interceptor_class
@@ -333,19 +382,24 @@ def _agent_tracing_interceptor_class() -> type[TracingInterceptor]:
 
 def __getattr__(name: str) -> Any:
     # ``AgentTracingInterceptor``: defined on first use (opentelemetry is an optional extra), for an
-    # application that builds its own client with a tracer of its own:
-    # ``Client.connect(..., interceptors=[AgentTracingInterceptor(tracer)])``.
+    # application that builds its own client under its own ``create_tracer_provider()`` provider:
+    # ``Client.connect(..., interceptors=[AgentTracingInterceptor()])``.
     if name == "AgentTracingInterceptor":
         return _agent_tracing_interceptor_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def has_tracing_interceptor(interceptors: Any) -> bool:
+    """One of Temporal's tracing interceptors is there: agentcore's, the SDK's (``OpenTelemetryPlugin``
+    adds it), or the older ``TracingInterceptor``."""
     try:
-        from temporalio.contrib.opentelemetry import TracingInterceptor
+        from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
     except ImportError:
         return False
-    return any(isinstance(interceptor, TracingInterceptor) for interceptor in interceptors)
+    kinds: tuple[type, ...] = (OpenTelemetryInterceptor, TracingInterceptor)
+    if _interceptor_class is not None:
+        kinds = (*kinds, _interceptor_class)
+    return any(isinstance(interceptor, kinds) for interceptor in interceptors)
 
 
 def flush_tracing(timeout_seconds: float = 5.0) -> None:
