@@ -300,7 +300,9 @@ class SessionActivities:
             storage.append_entries(entries)
             self.store.answers.forget(inp.session_id, entries)
 
-        await heartbeating(self.store.write(inp.session_id, inp.create, append))
+        await heartbeating(
+            self.store.write(inp.session_id, inp.create, append, lock_wait=activity_lock_wait())
+        )
 
     @activity.defn(name="session.import")
     async def import_session(self, inp: ImportSessionInput) -> None:

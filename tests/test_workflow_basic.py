@@ -448,10 +448,10 @@ async def test_a_failed_local_attempt_counts_as_the_first_and_its_retry_waits(
 async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """The entries a run left are written by one ``session.append`` activity once the run is quiet
-    (also after a ``wait_for_idle`` that found nothing to write: it does not make the next run's
-    flush immediate). While another writer holds the file the activity waits for the lock; nothing
-    is lost."""
+    """The entries a run left are written once the run is quiet (also after a ``wait_for_idle`` that
+    found nothing to write: it does not make the next run's flush immediate), from inside the
+    workflow task that does it: no ``session.append`` activity. While another writer holds the file
+    that write gives up and one ``session.append`` activity waits for the lock; nothing is lost."""
     import asyncio
 
     from temporalio.api.enums.v1 import EventType
@@ -477,17 +477,15 @@ async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
 
         await agent.prompt("second")  # a local call: the run ends with its entries unwritten
         await collect_run(agent, offset)
-        # No one asks: written after FLUSH_DELAY (the activity is scheduled, then it writes).
-        after = await eventually(
-            lambda: _appends_in(agent, appends), lambda count: count != before, timeout=30
-        )
-        assert after == before + 1, (before, after)
+        # No one asks: written after FLUSH_DELAY, inside the timer's workflow task.
 
         async def messages_in_file() -> int:
             with JsonlSessionStorage.open(path) as reader:
                 return len(reader.build_context().messages)
 
         assert await eventually(messages_in_file, lambda count: count == 4, timeout=30) == 4
+        after = await _appends_in(agent, appends)
+        assert after == before, (before, after)
 
         # The second run came over FLUSH_DELAY after the first, so the next one is paced and flushes
         # at its next workflow task (``test_a_paced_conversation_flushes_at_its_next_workflow_task``);

@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -447,6 +447,10 @@ class ConversationWorkflow(
     async def _flush(self) -> None:
         entries = list(self.transcript.unwritten)
         append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
+        if not self.transcript.split_committed()[1] and await self._flush_locally(append):
+            self.transcript.mark_written(entries)
+            self.session_created = True
+            return
         try:
             await workflow.execute_activity(
                 APPEND_ACTIVITY,
@@ -466,6 +470,24 @@ class ConversationWorkflow(
             return
         self.transcript.mark_written(entries)
         self.session_created = True
+
+    async def _flush_locally(self, append: AppendInput) -> bool:
+        """Write entries earlier workflow tasks made from inside this one (a local activity): no
+        activity round trip through the server and no workflow task after it, so a ``wait_for_idle``
+        waiting for the write is answered in this task. Held for one publish interval at most; a
+        write that takes longer, or finds the file busy, is left to the remote ``session.append``
+        (appends are idempotent on entry id)."""
+        try:
+            await workflow.execute_local_activity(
+                APPEND_ACTIVITY,
+                append,
+                start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
+                retry_policy=policies.LOCAL_SESSION_WRITE.retry,
+                summary=f"append {len(append.entries)} entries",
+            )
+        except FailureError:
+            return False
+        return True
 
     async def _import_session(self, source: str) -> None:
         """Have a worker place the session file a client recovered from (``AgentClient.recover``

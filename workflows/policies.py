@@ -80,6 +80,12 @@ SESSION_WRITE = ActivityOptions(
     ),
 )
 
+# The same write from inside a workflow task (a local activity, one attempt): it holds the task, so
+# it gets one publish interval, as a model call's local attempt does; then the remote write takes over.
+LOCAL_SESSION_WRITE = ActivityOptions(
+    start_to_close=timedelta(milliseconds=80), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
+)
+
 DESCRIBE_TOOLS = ActivityOptions(
     start_to_close=timedelta(seconds=10),
     heartbeat=None,
