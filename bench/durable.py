@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import time
@@ -29,6 +30,7 @@ from agentcore.model import Model
 from agentcore.session import FsyncPolicy, JsonlSessionStorage, MessageEntry, StorageRateLimits
 from agentcore.session.entries import ActiveToolsChangeEntry, ModelChangeEntry
 
+from . import _procs
 from ._procs import children, cpu_seconds
 from .harness import BENCH_LIMITS, Stack, TurnClock, pct, stack
 from .worker_proc import NOOP, scripted_turn
@@ -83,9 +85,10 @@ async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> l
     return samples
 
 
-async def _warm_clock(s: Stack, warmup: int) -> TurnClock:
-    """A new conversation with its subscriber, past its first ``warmup`` tool turns."""
-    clock = await TurnClock(await s.start_agent()).start()
+async def _warm_clock(s: Stack, warmup: int, subscribe: bool = True) -> TurnClock:
+    """A new conversation with its subscriber (unless not ``subscribe``), past its first ``warmup``
+    tool turns."""
+    clock = await TurnClock(await s.start_agent(), subscribe=subscribe).start()
     for _ in range(warmup):
         await clock.turn("/tools 1")
     return clock
@@ -102,11 +105,14 @@ def _each(values: list[float], unit: str = " ms") -> str:
 
 
 async def single(
-    model_kind: str = "loopback", turns: int = 100, rounds: int = 1, **options: Any
+    model_kind: str = "loopback", turns: int = 100, rounds: int = 1, subscribe: bool = True, **options: Any
 ) -> list[Row]:
     """One conversation's tool turns. With ``rounds`` > 1, each round on a stack of its own (the
-    machine's state changes from minute to minute): latencies pooled, CPU figures as the median."""
+    machine's state changes from minute to minute): latencies pooled, CPU figures as the median.
+    Without ``subscribe`` each turn is read by ``wait_for_idle`` and ``get_state`` (no subscriber)."""
     section = f"1. one conversation ({model_kind})"
+    if not subscribe:
+        section += ", read by wait_for_idle + get_state"
     if rounds > 1:
         section += f", {rounds} rounds"
     samples: list[float] = []
@@ -115,7 +121,7 @@ async def single(
     local: list[float] = []
     for index in range(rounds):
         async with stack(model=model_kind, **options) as s:
-            clock = await _warm_clock(s, 10)
+            clock = await _warm_clock(s, 10, subscribe)
             before = s.cpu()
             samples += [await clock.turn("/tools 1") for _ in range(turns)]
             after = s.cpu()
@@ -565,16 +571,23 @@ def _server_counters(s: Stack) -> dict[str, float]:
     return counters
 
 
-async def server_ops(turns: int = 40, model_kind: str = "scripted", **options: Any) -> list[Row]:
+async def server_ops(
+    turns: int = 40, model_kind: str = "scripted", pause: float = 0.0, subscribe: bool = True, **options: Any
+) -> list[Row]:
     """Requests the server handles per watched tool turn (frontend and history services counted
-    together): a count, so unlike CPU figures it hardly moves with the machine's speed."""
-    section = f"8. server requests per tool turn ({model_kind})"
+    together): a count, so unlike CPU figures it hardly moves with the machine's speed. ``pause``:
+    seconds between turns (a person reading: the run's entries are written after it, not by the next
+    run); without ``subscribe``, each turn read by ``wait_for_idle`` and ``get_state``."""
+    section = f"8. server requests per tool turn ({model_kind}"
+    section += f", {pause:g} s apart" if pause else ""
+    section += ")" if subscribe else ", read by wait_for_idle + get_state)"
     async with stack(model=model_kind, **options) as s:
-        clock = await _warm_clock(s, 5)
+        clock = await _warm_clock(s, 5, subscribe)
         await asyncio.sleep(2)  # the server reports its counters every second
         before = _server_counters(s)
         for _ in range(turns):
             await clock.turn("/tools 1")
+            await asyncio.sleep(pause)
         await asyncio.sleep(2)
         after = _server_counters(s)
         await clock.stop()
@@ -584,10 +597,68 @@ async def server_ops(turns: int = 40, model_kind: str = "scripted", **options: A
         "service UpdateWorkflowExecution",
         "service RecordActivityTaskHeartbeat",
         "service RespondActivityTaskCompleted",
+        "service QueryWorkflow",
         "persistence UpdateWorkflowExecution",
         "persistence ReadHistoryBranch",
     ]
     return [Row(section, key, f"{per_turn.get(key, 0.0):.2f}") for key in keep]
+
+
+# ------------------------------------------------------------------- 9. many live conversations
+
+
+def _mb(count: int) -> str:
+    return f"{count / 1e6:.0f} MB"
+
+
+async def scale(
+    convs: int = 500, batch: int = 50, wake: int = 50, model_kind: str = "loopback", **options: Any
+) -> list[Row]:
+    """``convs`` live conversations on one worker: each started and given one tool turn (read by
+    ``wait_for_idle`` and ``get_state``, no subscriber), ``batch`` at a time, then left idle. Then
+    the ``wake`` oldest (the first out of the worker's cache once it is full) are prompted again,
+    one at a time: a prompt to its answer. Memory and the SQLite file as they stand at the end."""
+    section = f"9. {convs:,} live conversations on one worker ({model_kind})"
+    async with stack(model=model_kind, **options) as s:
+        clocks: list[TurnClock] = []
+
+        async def one() -> None:
+            clock = TurnClock(await s.start_agent(), subscribe=False)
+            await clock.turn("/tools 1", timeout=120)
+            clocks.append(clock)
+
+        before = s.cpu()
+        for start in range(0, convs, batch):
+            await asyncio.gather(*(one() for _ in range(min(batch, convs - start))))
+        after = s.cpu()
+        started = len(clocks)
+        await asyncio.sleep(2)  # the last deferred flushes and index writes
+        samples = [await clock.turn("/tools 1", timeout=120) for clock in clocks[:wake]]
+        worker, server = s.worker_rss(), s.server_rss()
+        clients = _procs.rss_bytes(os.getpid())
+        database = sum(
+            path.stat().st_size for path in (s.workdir / "temporal").glob("temporal.db*") if path.is_file()
+        )
+    wall = after.wall - before.wall
+    return [
+        Row(section, "started and answered once: conversations/s", f"{started / wall:.1f} ({wall:.0f} s)"),
+        Row(
+            section,
+            "CPU per conversation started: worker / server / clients",
+            f"{(after.worker - before.worker) / started * 1000:.1f} / "
+            f"{(after.server - before.server) / started * 1000:.1f} / "
+            f"{(after.clients - before.clients) / started * 1000:.1f} ms",
+        ),
+        Row(
+            section,
+            "RSS: worker + clients (worker / clients); server",
+            f"{_mb(worker + clients)} ({_mb(worker)} / {_mb(clients)}); {_mb(server)}",
+        ),
+        Row(
+            section, "SQLite file (per conversation)", f"{_mb(database)} ({database / started / 1e3:.0f} KB)"
+        ),
+        _lat_row(section, f"a prompt to the {wake} oldest answered p50/p95/p99", samples),
+    ]
 
 
 # ----------------------------------------------------------------------------------- 6. deltas
@@ -668,6 +739,7 @@ SCENARIOS = {
     "history": history,
     "deltas": deltas,
     "mcp": mcp,
+    "scale": scale,
 }
 
 

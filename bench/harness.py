@@ -185,7 +185,8 @@ class TurnClock:
 
     def __init__(self, agent: DurableAgent, *, subscribe: bool = True) -> None:
         self.agent = agent
-        # Without a subscriber a turn ends when ``wait_for_idle`` returns (no streaming traffic).
+        # Without a subscriber a turn is read as a client without one reads it: ``wait_for_idle``,
+        # then the answer from ``get_state`` (no streaming traffic).
         self.subscribe = subscribe
         self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
@@ -210,6 +211,8 @@ class TurnClock:
         await self._prompt(text)
         if not self.subscribe:
             await self.agent.wait_for_idle(timeout)
+            if (await self.agent.get_state()).messages[-1].role != "assistant":
+                raise RuntimeError("idle without the answer")
             return time.perf_counter() - started
         while True:
             kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)

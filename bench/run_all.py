@@ -1,6 +1,7 @@
 """Every durable bench in one run, one table: ``python -m bench`` (or ``python bench/run_all.py``).
 
     python -m bench [--only single,burst,...] [--worker-options JSON] [--json FILE] [--rounds N]
+                    [--convs N]
 
 About 6 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
 as ``agentcore.temporal.DevServer`` starts it), worker process and loopback model process; see
@@ -29,12 +30,16 @@ from . import bench_convert, bench_http, durable  # noqa: E402
 Scenario = Callable[..., Awaitable[list[durable.Row]]]
 
 
-def scenarios(rounds: int = 3) -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.Row]]]]:
+def scenarios(
+    rounds: int = 3, convs: int = 500
+) -> dict[str, Callable[[dict[str, Any]], Awaitable[list[durable.Row]]]]:
     """``rounds``: how many times the headline scenarios (``single``, ``burst``) run, each on a stack
-    of its own; their figures are the rounds' median (this machine's speed drifts between runs)."""
+    of its own; their figures are the rounds' median (this machine's speed drifts between runs).
+    ``convs``: how many live conversations ``scale`` holds."""
     return {
         "single": lambda o: durable.single("loopback", rounds=rounds, **o),
         "single-scripted": lambda o: durable.single("scripted", **o),
+        "single-nostream": lambda o: durable.single("loopback", rounds=rounds, subscribe=False, **o),
         "concurrent": lambda o: durable._concurrent(**o),
         "spec-mix": lambda o: durable.paced(1000, 15, tool_calls_per_minute=100, **o),
         "burst": lambda o: durable.burst(rounds=rounds, **o),
@@ -45,15 +50,20 @@ def scenarios(rounds: int = 3) -> dict[str, Callable[[dict[str, Any]], Awaitable
         "history": lambda o: durable.history(**o),
         "deltas": lambda o: durable.deltas(**o),
         "server-ops": lambda o: durable.server_ops(**o),
+        "server-ops-paced": lambda o: durable.server_ops(turns=20, pause=1.5, **o),
+        "server-ops-nostream": lambda o: durable.server_ops(subscribe=False, **o),
         "http": lambda o: bench_http.provider_calls(**o),
         "convert": lambda o: bench_convert.conversions(**o),
+        "scale": lambda o: durable.scale(convs, **o),
     }
 
 
 # Diagnostics outside the default run (``--only``): the burst without streaming subscribers; the
-# SPEC-11.2 mix alone (``concurrent`` runs it first).
+# SPEC-11.2 mix alone (``concurrent`` runs it first); server requests per turn for turns a person
+# paces, and for turns read without a subscriber.
 DEFAULT = [
     "single",
+    "single-nostream",
     "single-scripted",
     "concurrent",
     "burst",
@@ -65,6 +75,7 @@ DEFAULT = [
     "server-ops",
     "http",
     "convert",
+    "scale",
 ]
 
 
@@ -82,8 +93,10 @@ def machine_speed() -> float:
     return sorted(samples)[1]
 
 
-async def run(names: list[str], options: dict[str, Any], rounds: int = 3) -> list[durable.Row]:
-    table = scenarios(rounds)
+async def run(
+    names: list[str], options: dict[str, Any], rounds: int = 3, convs: int = 500
+) -> list[durable.Row]:
+    table = scenarios(rounds, convs)
     rows: list[durable.Row] = []
     speeds = []
     for name in names:
@@ -107,10 +120,12 @@ def main() -> None:
     parser.add_argument("--worker-options", default="{}", help="Worker keyword arguments, as JSON")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of single and burst (median)")
+    parser.add_argument("--convs", type=int, default=500, help="live conversations of scale")
     args = parser.parse_args()
     names = [n for n in args.only.split(",") if n] or DEFAULT
     started = time.perf_counter()
-    rows = asyncio.run(run(names, {"worker_options": orjson.loads(args.worker_options)}, args.rounds))
+    options = {"worker_options": orjson.loads(args.worker_options)}
+    rows = asyncio.run(run(names, options, args.rounds, args.convs))
     durable.print_table(rows)
     print(f"\n{len(names)} scenarios in {time.perf_counter() - started:.0f} s")
     if args.json is not None:
