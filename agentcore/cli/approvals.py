@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -78,21 +77,3 @@ async def cmd_deny(args: argparse.Namespace) -> int:
     accepted = await agent.deny(args.call, args.reason or "")
     cli_logger().info(f"{args.call} {'already denied' if accepted.status == 'duplicate' else 'denied'}")
     return 0
-
-
-Handler = Callable[[argparse.Namespace], Awaitable[int]]
-
-
-def add_approval_commands(make: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
-    """Register the commands with ``build_parser``'s ``command(name, handler, help)`` helper."""
-    approvals = make("approvals", cmd_approvals, "tool calls waiting for approval, in every conversation")
-    approvals.add_argument("--json", action="store_true", help="one JSON list of the waiting calls")
-    approvals.add_argument("--limit", type=int, default=100, help="conversations to look at")
-    approve = make("approve", cmd_approve, "let a tool call waiting for approval run")
-    approve.add_argument("session")
-    approve.add_argument("call", help="the tool call id (agentcore approvals lists them)")
-    approve.add_argument("--args", help="edited arguments, a JSON object checked against the tool's schema")
-    deny = make("deny", cmd_deny, "refuse a tool call waiting for approval")
-    deny.add_argument("session")
-    deny.add_argument("call", help="the tool call id (agentcore approvals lists them)")
-    deny.add_argument("--reason", help="why: the model reads it")

@@ -15,15 +15,8 @@ from ..errors import AgentError
 from ..logs import cli_logger
 from ..session import JsonlSessionStorage
 from .export import session_to_markdown
+from .parser import CliError
 from .render import EventPrinter, format_state, format_table
-
-
-class CliError(Exception):
-    """A failure reported as one line on stderr, with an exit code."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def default_sessions_dir(args: argparse.Namespace) -> Path:
@@ -91,17 +84,6 @@ async def cmd_abort(args: argparse.Namespace) -> int:
     await agent.abort(args.reason)
     cli_logger().info(f"abort sent to {agent.session_id}")
     return 0
-
-
-def add_output_option(parser: argparse.ArgumentParser) -> None:
-    """``--output text|json`` for a command that prints data."""
-    parser.add_argument(
-        "--output",
-        "-o",
-        choices=("text", "json"),
-        default="text",
-        help="text for people (default) or json for programs",
-    )
 
 
 async def cmd_state(args: argparse.Namespace) -> int:

@@ -34,14 +34,13 @@ from ..providers.catalog import UnknownModelError
 from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
 from ..tools import AgentTool
-from .commands import CliError
+from .parser import DEFAULT_DEMO_PORT, CliError
 
 if TYPE_CHECKING:
     from ..mcp import MCPServerSpec
     from ..web import RunningWebServer
 
 DEMO_MODEL_ID = "cellar-demo"
-DEFAULT_DEMO_PORT = 8765
 DEMO_TOOL_NAMES = ("search_wines", "wine_details", "update_stock", "cellar_summary", "calculator", "clock")
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
 
 import orjson
 
 from ..logs import cli_logger
 from ..protocol import MessagesPage
-from .commands import add_output_option, agents_for, attached
+from .commands import agents_for, attached
 
 
 async def cmd_messages(args: argparse.Namespace) -> int:
@@ -89,36 +88,3 @@ async def cmd_name(args: argparse.Namespace) -> int:
     agent = await attached(args)
     await agent.set_session_name(args.name)
     return 0
-
-
-Handler = Callable[[argparse.Namespace], Awaitable[int]]
-
-
-def add_tree_commands(make: Callable[[str, Handler, str], argparse.ArgumentParser]) -> None:
-    """Register the commands with ``build_parser``'s ``command(name, handler, help)`` helper."""
-    messages = make(
-        "messages", cmd_messages, "a conversation's messages, with the entry ids to branch/fork/label at"
-    )
-    messages.add_argument("session")
-    messages.add_argument("--start", type=int, default=0)
-    add_output_option(messages)
-    compact = make("compact", cmd_compact, "summarise the older part of a conversation now")
-    compact.add_argument("session")
-    compact.add_argument("--instructions", help="what the summary must keep")
-    branch = make("branch", cmd_branch, "go back to an earlier entry ('start' for the beginning)")
-    branch.add_argument("session")
-    branch.add_argument("entry_id")
-    how = branch.add_mutually_exclusive_group()
-    how.add_argument("--summary", help="what the abandoned branch learned, kept as context")
-    how.add_argument("--summarize", action="store_true", help="let the model summarise the abandoned branch")
-    fork = make("fork", cmd_fork, "a new conversation from a conversation's path up to an entry")
-    fork.add_argument("session")
-    fork.add_argument("entry_id")
-    fork.add_argument("new_session")
-    label = make("label", cmd_label, "name an entry (omit LABEL to clear it)")
-    label.add_argument("session")
-    label.add_argument("entry_id")
-    label.add_argument("label", nargs="?")
-    name = make("name", cmd_name, "name a conversation")
-    name.add_argument("session")
-    name.add_argument("name")

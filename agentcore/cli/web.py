@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -15,53 +14,11 @@ from ..client import AgentClient
 from ..demo import DEMO_SYSTEM_PROMPT
 from ..model import Model
 from ..providers.catalog import MODELS
-from .commands import CliError, agents_for
+from .commands import agents_for
+from .parser import DEFAULT_WEB_PORT, CliError, add_web_options
 
 if TYPE_CHECKING:
     from ..web import RunningWebServer
-
-DEFAULT_WEB_PORT = 8780
-
-
-def add_web_options(parser: argparse.ArgumentParser, *, port_flags: tuple[str, ...]) -> None:
-    """``--host`` / ``--port`` (``dev`` has its own ``--port``: it names them ``--web-host`` / ``--web-port``)."""
-    parser.add_argument(
-        *(("--host",) if "--port" in port_flags else ()),
-        "--web-host",
-        dest="web_host",
-        default=os.environ.get("AGENTCORE_WEB_HOST", "127.0.0.1"),
-        help="address to serve the web chat on (anything but loopback needs --token)",
-    )
-    parser.add_argument(
-        *port_flags,
-        dest="web_port",
-        type=int,
-        default=int(os.environ.get("AGENTCORE_WEB_PORT", DEFAULT_WEB_PORT)),
-        help=f"web chat port (default {DEFAULT_WEB_PORT}; 0: any free port)",
-    )
-    parser.add_argument(
-        "--token",
-        default=os.environ.get("AGENTCORE_WEB_TOKEN"),
-        help="the web chat's access token (AGENTCORE_WEB_TOKEN; 32 random bytes' worth at least); "
-        "one is generated when none is given off loopback",
-    )
-    # ``agentcore web --tls-cert/--tls-key`` are the page's HTTPS (the Temporal client's mTLS files
-    # go before the command, or in TEMPORAL_TLS_CLIENT_CERT_PATH / _KEY_PATH); ``dev`` names them
-    # ``--web-tls-cert/--web-tls-key``, as its other web flags.
-    web_command = "--port" in port_flags
-    https = parser.add_argument_group("HTTPS", conflict_handler="resolve") if web_command else parser
-    https.add_argument(
-        *(("--tls-cert",) if web_command else ()),
-        "--web-tls-cert",
-        dest="web_tls_cert",
-        help="serve the web chat over HTTPS with this PEM certificate (with its key)",
-    )
-    https.add_argument(
-        *(("--tls-key",) if web_command else ()),
-        "--web-tls-key",
-        dest="web_tls_key",
-        help="the HTTPS certificate's PEM private key",
-    )
 
 
 def model_suggestions(default: Model) -> list[str]:
