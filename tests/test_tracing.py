@@ -362,7 +362,10 @@ async def test_replaying_a_conversation_adds_no_spans(temporal_client: Client, t
             for i in range(3):
                 await agent.prompt(f"p{i}")
                 await agent.wait_for_idle(timeout=20)
+            state = await agent.get_state()  # a query, answered through the tracing interceptors
+    assert state.status == "idle" and len(state.messages) == 6
     names = [span.name for span in _trace(exporter, app)]
+    assert names.count("HandleQuery:get_state") == 1, names
     assert names.count("RunWorkflow:agentcore.Conversation") == 1, names
     assert names.count("HandleUpdate:prompt") == 3, names
     assert names.count("chat scripted") == 3, names

@@ -206,7 +206,7 @@ def _agent_tracing_interceptor_class() -> type[Any]:
 
         async def handle_query(self, input: temporalio.worker.HandleQueryInput) -> Any:
             with workflow_span(f"HandleQuery:{input.query}"):
-                return self.next.handle_query(input)
+                return await self.next.handle_query(input)
 
         async def handle_update_handler(self, input: temporalio.worker.HandleUpdateInput) -> Any:
             if input.update.startswith(INTERNAL_UPDATE_PREFIX):
