@@ -3,7 +3,7 @@
     python -m bench [--only single,burst,...] [--worker-options JSON] [--json FILE] [--rounds N]
                     [--convs N]
 
-About 6 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
+About 9 minutes on a 2-core machine. Each scenario starts its own embedded dev server (SQLite file,
 as ``agentcore.temporal.DevServer`` starts it), worker process and loopback model process; see
 ``bench/durable.py`` for what each one measures. Not part of the test suite.
 """
