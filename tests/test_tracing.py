@@ -4,6 +4,8 @@ chat``) and a traced worker (``agentcore worker``), received and decoded by a re
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -369,3 +371,54 @@ async def test_replaying_a_conversation_adds_no_spans(temporal_client: Client, t
     assert names.count("RunWorkflow:agentcore.Conversation") == 1, names
     assert names.count("HandleUpdate:prompt") == 3, names
     assert names.count("chat scripted") == 3, names
+
+
+def _configured_in_a_fresh_process(setup: str) -> dict[str, Any]:
+    """``configure_tracing`` in a new interpreter (a process has one global tracer provider), with
+    an OTLP endpoint set and ``setup`` run first; what it decided and installed."""
+    script = f"""
+import json, logging, os
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+logging.basicConfig(level=logging.WARNING)
+from opentelemetry import trace
+from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, ReplaySafeTracerProvider
+{setup}
+from agentcore.temporal.tracing import configure_tracing, tracing_interceptor
+before = trace.get_tracer_provider()
+on = configure_tracing()
+interceptor = tracing_interceptor()
+provider = trace.get_tracer_provider()
+print(json.dumps({{
+    "on": on,
+    "replay_safe": isinstance(provider, ReplaySafeTracerProvider),
+    "kept": provider is before,
+    "sdk_interceptor": isinstance(getattr(interceptor, "temporal", None), OpenTelemetryInterceptor),
+}}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["stderr"] = done.stderr
+    return result
+
+
+def test_tracing_installs_temporals_replay_safe_provider_and_interceptor() -> None:
+    made = _configured_in_a_fresh_process("")
+    assert (made["on"], made["replay_safe"], made["kept"], made["sdk_interceptor"]) == (
+        True,
+        True,
+        False,
+        True,
+    )
+    # An application's own provider made with create_tracer_provider is kept as it is.
+    own = _configured_in_a_fresh_process(
+        "from temporalio.contrib.opentelemetry import create_tracer_provider\n"
+        "trace.set_tracer_provider(create_tracer_provider())"
+    )
+    assert (own["on"], own["replay_safe"], own["kept"], own["sdk_interceptor"]) == (True, True, True, True)
+    # A plain one would make the SDK's interceptor refuse every worker: tracing stays off, and says why.
+    plain = _configured_in_a_fresh_process(
+        "from opentelemetry.sdk.trace import TracerProvider\ntrace.set_tracer_provider(TracerProvider())"
+    )
+    assert (plain["on"], plain["sdk_interceptor"]) == (False, False)
+    assert "create_tracer_provider" in plain["stderr"]
