@@ -25,7 +25,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     __package__ = "bench"
 
-from . import bench_convert, bench_http, durable  # noqa: E402
+from . import bench_convert, bench_http, bench_web, durable  # noqa: E402
 
 Scenario = Callable[..., Awaitable[list[durable.Row]]]
 
@@ -55,6 +55,7 @@ def scenarios(
         "http": lambda o: bench_http.provider_calls(**o),
         "convert": lambda o: bench_convert.conversions(**o),
         "scale": lambda o: durable.scale(convs, **o),
+        "web-first-output": lambda o: bench_web.first_output(**o),
     }
 
 
@@ -76,6 +77,7 @@ DEFAULT = [
     "http",
     "convert",
     "scale",
+    "web-first-output",
 ]
 
 

@@ -721,15 +721,15 @@ function paintStreaming(current) {
 
 function scheduleRender(current) {
   if (current.rendering || current.timer || current.rendered === current.text.trimEnd().length) return;
-  const wait = Math.max(0, current.renderAt + RENDER_EVERY_MS - Date.now());
-  if (wait > 0 && current.rendered > 0) {
-    current.timer = setTimeout(() => {
-      current.timer = null;
-      scheduleRender(current);
-    }, wait);
-    return;
-  }
-  renderStreaming(current);
+  // Always from a timer, even when due now: the delta's handler ends, and its text is painted, before
+  // the request is made (the first text of an answer is on screen a few milliseconds sooner).
+  const wait = current.rendered > 0 ? Math.max(0, current.renderAt + RENDER_EVERY_MS - Date.now()) : 0;
+  current.timer = setTimeout(() => {
+    current.timer = null;
+    if (chat.current === current && !current.rendering && current.rendered !== current.text.trimEnd().length) {
+      renderStreaming(current);
+    }
+  }, wait);
 }
 
 async function renderStreaming(current) {
