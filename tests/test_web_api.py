@@ -442,3 +442,30 @@ async def test_https_with_a_certificate(temporal_client: Client, tmp_path: Path)
         with pytest.raises(WebServerError, match="both --tls-cert and --tls-key"):
             async with serve_web(web.app, port=0, tls_cert=str(pki.server_cert)):
                 pass
+
+
+async def test_temporal_out_of_reach_is_a_503_with_its_code_not_a_server_error(tmp_path: Path) -> None:
+    """A Temporal server (or worker) that does not answer is the page's to report by the message
+    box: JSON with its own code and a 503, on reads and on commands alike."""
+    from temporalio.testing import WorkflowEnvironment
+
+    from agentcore.client import AgentClient
+    from agentcore.temporal import DATA_CONVERTER, find_temporal_binary
+    from agentcore.web import WebSettings, create_app
+
+    env = await WorkflowEnvironment.start_local(
+        data_converter=DATA_CONVERTER, dev_server_existing_path=find_temporal_binary()
+    )
+    gone = env.client
+    await gone.count_workflows()  # connected,
+    await env.shutdown()  # and then the server went away
+    agents = AgentClient(gone, task_queue="nowhere", sessions_dir=tmp_path / "sessions")
+    app = create_app(agents, WebSettings(resolve_model=lambda spec: None, tools=[], system_prompt=""))  # type: ignore[arg-type,return-value]
+    async with serve_web(app, port=0) as server, httpx.AsyncClient(timeout=30) as http:
+        base = f"{server.url}/api/conversations/cellar"
+        for response in (
+            await http.get(base),
+            await http.post(f"{base}/messages", json={"text": "Hello", "id": "m-1"}),
+        ):
+            assert response.status_code == 503, response.text
+            assert response.json()["error"] == "TEMPORAL_UNAVAILABLE"

@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from temporalio.service import RPCError
 
 from ..client import AgentClient, DurableAgent, SessionSummary
 from ..errors import (
@@ -144,6 +145,12 @@ def _api(handler: Handler) -> Handler:
             return _json({"error": err.code, "message": str(err)}, err.status)
         except AgentError as err:
             return _json({"error": err.code, "message": public_message(err.message)}, _error_status(err))
+        except RPCError as err:
+            # Temporal (or the conversation's worker, for a query) did not answer: the page says
+            # so by the message box and tries again, rather than showing a server error.
+            return _json(
+                {"error": "TEMPORAL_UNAVAILABLE", "message": f"Temporal did not answer: {err.message}"}, 503
+            )
 
     return wrapped
 
