@@ -331,7 +331,6 @@ def test_quick_start_on_a_clean_virtualenv(tmp_path: Path) -> None:
 PYTHON_OUTPUTS = [
     "The tool returned: Lisbon: 21°C, sunny",  # the in-process agent and its tool
     "idle The tool returned: 6 * 75 * 0.9 = 405",  # the durable client, its worker and a run
-    "The tool returned: 6 * 7 = 42",  # AgentcorePlugin on a plain SDK client and worker
     "agent.sub.call_loopback_0 The tool returned: You said: A red for salmon?",  # a sub-agent, in-process
     "The tool returned: deployed web",  # a tool call approved by a person
 ]
