@@ -7,7 +7,6 @@ reaches history; handlers only change state, the main loop in ``conversation.py`
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -240,14 +239,10 @@ class CommandHandlers(ConversationState):
     def _within_limits(self, item: QueuedMessage, signal: str) -> bool:
         if self._seen(item.id):
             return True  # applied already: queuing it again is a no-op
-        try:
-            self._check_rate(1)
-        except ApplicationError as refusal:
-            workflow.logger.warning(
-                "%s signal dropped (%s): %s", signal, errors.RATE_LIMITED, refusal.message
-            )
-            return False
-        return True
+        refusal = self._refusal(1)
+        if refusal is not None:
+            workflow.logger.warning("%s signal dropped (%s): %s", signal, errors.RATE_LIMITED, refusal)
+        return refusal is None
 
     def _queue_steering(self, item: QueuedMessage) -> None:
         if not self._seen(item.id):

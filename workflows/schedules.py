@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.wakeups import Wakeup
 
 from . import policies
-from .state import ConversationState, _failure, _refuse, now_ms
+from .state import ConversationState, _failure, _refuse
 
 CREATE_SCHEDULE_ACTIVITY = "schedules.create"  # don't rename: recorded in histories
 DELETE_SCHEDULES_ACTIVITY = "schedules.delete"  # don't rename: recorded in histories
@@ -120,7 +120,7 @@ class ScheduleHandlers(ConversationState):
         if self._seen(message.id) or all(item.id != message.schedule_id for item in self.schedules):
             return
         self._remember(message.id)
-        refusal = self.limits.refusal(self._held(), self.recent_message_times, now_ms(), 1)
+        refusal = self._refusal(1)
         if refusal is not None:  # a signal cannot be refused: dropped, as a hand-sent steer is
             workflow.logger.warning("scheduled message dropped (%s): %s", errors.RATE_LIMITED, refusal)
             return

@@ -419,9 +419,13 @@ class ConversationState:
     def _check_rate(self, incoming: int) -> None:
         """RATE_LIMITED (SPEC-9.1) unless ``incoming`` more messages fit; queued messages count as held
         (each becomes a message of the conversation)."""
-        refusal = self.limits.refusal(self._held(), self.recent_message_times, now_ms(), incoming)
+        refusal = self._refusal(incoming)
         if refusal is not None:
             raise _refuse(errors.RATE_LIMITED, refusal)
+
+    def _refusal(self, incoming: int) -> str | None:
+        """Why ``incoming`` more messages do not fit (SPEC-9.1), or None."""
+        return self.limits.refusal(self._held(), self.recent_message_times, now_ms(), incoming)
 
     def _held(self) -> int:
         return self.transcript.message_count + len(self.steering) + len(self.follow_up)

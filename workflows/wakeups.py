@@ -140,9 +140,7 @@ class WakeupHandlers(ConversationState):
         await workflow.wait_condition(lambda: not self.compacting)
         # Its note is a message like any other (SPEC-9.1): past the per-minute rate it waits for the
         # window to free; with the conversation full it cannot come, and is cancelled, saying why.
-        while (
-            refusal := self.limits.refusal(self._held(), self.recent_message_times, now_ms(), 1)
-        ) is not None:
+        while (refusal := self._refusal(1)) is not None:
             if self._held() + 1 > self.limits.max_messages:
                 self._cancel_wakeup(wakeup.id, f"{errors.RATE_LIMITED}: {refusal}")
                 return
