@@ -422,3 +422,47 @@ def test_tracing_installs_temporals_replay_safe_provider_and_interceptor() -> No
     )
     assert (plain["on"], plain["sdk_interceptor"]) == (False, False)
     assert "create_tracer_provider" in plain["stderr"]
+
+
+def test_a_client_with_the_sdks_opentelemetry_plugin_is_traced_once(
+    temporal_env: WorkflowEnvironment,
+) -> None:
+    # A user who connects with Temporal's own OpenTelemetryPlugin (here with Temporal's spans on) gets
+    # its spans once: agentcore adds no tracing interceptor of its own, on the client or its workers.
+    address = temporal_env.client.service_client.config.target_host
+    script = f"""
+import asyncio, json, os, uuid
+os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
+from agentcore.temporal import connect
+from agentcore.temporal.plugin import observability_interceptors
+
+exporter = InMemorySpanExporter()
+provider = create_tracer_provider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+async def main():
+    client = await connect({address!r}, plugins=[OpenTelemetryPlugin(add_temporal_spans=True)])
+    handle = await client.start_workflow("tests.Nobody", id=f"otel-{{uuid.uuid4().hex[:8]}}", task_queue="nobody")
+    await handle.terminate()
+    plain = await Client.connect({address!r}, plugins=[OpenTelemetryPlugin()])
+    print(json.dumps({{
+        "starts": [s.name for s in exporter.get_finished_spans() if s.name.startswith("StartWorkflow:")],
+        "client": [type(i).__name__ for i in client.config(active_config=True)["interceptors"]],
+        "worker": [type(i).__name__ for i in observability_interceptors(plain, None)],
+    }}), flush=True)
+
+asyncio.run(main())
+os._exit(0)  # Core's threads are not waited for at interpreter exit
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["starts"] == ["StartWorkflow:tests.Nobody"]
+    assert result["client"] == ["OpenTelemetryInterceptor"]
+    assert result["worker"] == ["AgentObserver"]

@@ -169,8 +169,9 @@ async def connect(
     Temporal Core's own log lines go through Python logging (``agentcore.temporal.telemetry``)
     unless ``runtime`` is given. Payloads go through agentcore's pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY``
     is set (see ``agentcore.temporal.codec``). With OpenTelemetry configured (``OTEL_*``, see
-    ``agentcore.temporal.tracing``) the client traces its calls, and workers made from it theirs."""
-    from .tracing import tracing_interceptor
+    ``agentcore.temporal.tracing``) the client traces its calls, and workers made from it theirs, unless
+    ``interceptors`` or ``plugins`` bring Temporal's own tracing (``OpenTelemetryPlugin``, say)."""
+    from .tracing import has_tracing_interceptor, tracing_interceptor
 
     settings = settings or ConnectionSettings()
     if address or namespace:
@@ -186,7 +187,9 @@ async def connect(
     if "data_converter" not in config:
         config["data_converter"] = default_data_converter()
     interceptor = tracing_interceptor()
-    if interceptor is not None:
+    if interceptor is not None and not has_tracing_interceptor(
+        config.get("interceptors", ()), config.get("plugins", ())
+    ):
         config["interceptors"] = [*config.get("interceptors", ()), interceptor]
     return await Client.connect(**config)
 

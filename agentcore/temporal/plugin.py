@@ -133,7 +133,10 @@ def observability_interceptors(
         metrics = metrics.agent
     interceptors: list[Interceptor] = []
     tracer = tracing.tracer()
-    if tracer is not None and not tracing.has_tracing_interceptor(client.config()["interceptors"]):
+    # The active config: the interceptors the client's plugins added are there (OpenTelemetryPlugin's).
+    if tracer is not None and not tracing.has_tracing_interceptor(
+        client.config(active_config=True)["interceptors"]
+    ):
         interceptor = tracing.tracing_interceptor()
         if interceptor is not None:
             interceptors.append(interceptor)

@@ -389,17 +389,25 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def has_tracing_interceptor(interceptors: Any) -> bool:
-    """One of Temporal's tracing interceptors is there: agentcore's, the SDK's (``OpenTelemetryPlugin``
-    adds it), or the older ``TracingInterceptor``."""
+def has_tracing_interceptor(interceptors: Any, plugins: Any = ()) -> bool:
+    """One of Temporal's tracing interceptors is there: agentcore's, the SDK's or the older
+    ``TracingInterceptor``, given as an interceptor or brought by one of ``plugins`` (the SDK's
+    ``OpenTelemetryPlugin`` brings its ``OpenTelemetryInterceptor``)."""
     try:
         from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, TracingInterceptor
+        from temporalio.plugin import SimplePlugin
     except ImportError:
         return False
     kinds: tuple[type, ...] = (OpenTelemetryInterceptor, TracingInterceptor)
     if _interceptor_class is not None:
         kinds = (*kinds, _interceptor_class)
-    return any(isinstance(interceptor, kinds) for interceptor in interceptors)
+    brought = [
+        interceptor
+        for plugin in plugins
+        if isinstance(plugin, SimplePlugin)
+        for interceptor in plugin.interceptors or ()
+    ]
+    return any(isinstance(interceptor, kinds) for interceptor in [*interceptors, *brought])
 
 
 def flush_tracing(timeout_seconds: float = 5.0) -> None:
