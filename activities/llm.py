@@ -18,7 +18,9 @@ write), never the transcript, so the history a turn adds stays flat however long
   lands in this process (``create_worker``'s remote activity worker shares these activities). In
   another worker process, or after a restart, it calls the model afresh, like a retry; a call nobody
   takes over is stopped after ``HANDOFF_WAIT_SECONDS``. Handoffs are rare: a conversation's first
-  call is remote, so only a model that was quick and turns slow pays one.
+  call starts local only when this worker's last call to its model was quick (else its local attempt
+  declines at once and the remote activity makes the call), so only a model that was quick and
+  turns slow pays one.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentcore.events import LlmRetryEvent, MessageUpdateEvent, StreamDone, StreamError, delta_payload
 from agentcore.messages import AssistantMessage
+from agentcore.model import Model
 from agentcore.protocol import StreamInput, StreamResult
 from agentcore.providers.base import ConversionMemo
 from agentcore.providers.errors import MAX_RETRY_AFTER_SECONDS, is_context_overflow
@@ -111,6 +114,19 @@ class LlmActivities:
         # Why the last attempt of a call failed, by result entry id, for the retry's ``llm_retry``
         # event (a retry in another worker says only that it failed).
         self._failures: OrderedDict[str, str] = OrderedDict()
+        # Whether this worker's last call to each model ended within a publish interval (most
+        # recently used last): a conversation's first call starts local only if it did.
+        self._quick: OrderedDict[tuple[str, str, str, str | None], bool] = OrderedDict()
+
+    def _note_speed(self, model: Model, quick: bool) -> None:
+        key = (model.provider, model.api, model.id, model.base_url)
+        self._quick.pop(key, None)
+        self._quick[key] = quick
+        if len(self._quick) > KEPT_SESSIONS:
+            self._quick.popitem(last=False)
+
+    def _known_quick(self, model: Model) -> bool:
+        return self._quick.get((model.provider, model.api, model.id, model.base_url), False)
 
     def _memo(self, session_id: str) -> ConversionMemo:
         memo = self._memos.pop(session_id, None) or ConversionMemo()
@@ -135,6 +151,13 @@ class LlmActivities:
         call = self._adopt(key)
         if call is None and key in self._finished:
             return await self._reuse(inp, attempt)
+        if call is None and info.is_local and inp.speed_unknown and not self._known_quick(inp.model):
+            # A conversation's first call, to a model this worker has not seen answer quickly: made
+            # by the remote activity from the start (a local attempt would only hand it off).
+            message = AssistantMessage(
+                api=inp.model.api, provider=inp.model.provider, model=inp.model.id, timestamp=_now_ms()
+            )
+            return StreamResult(message=message, handoff=True, declined=True)
         if call is not None:
             publisher = _DeltaPublisher(self.publish_interval, call_id=key, attempt=attempt)
             publisher.take_over(call.publisher)
@@ -209,6 +232,7 @@ class LlmActivities:
             # llm.stream, which can stream its deltas and be aborted while it runs.
             self._park(key, call)
             call.task.add_done_callback(lambda _: self._keep_parked(key, call, inp))
+            self._note_speed(inp.model, False)
             await self._synced(inp, syncing)
             return StreamResult(message=self._final_message(inp, call, handoff=True), handoff=True)
         message = self._final_message(inp, call)
@@ -237,6 +261,7 @@ class LlmActivities:
             if not call.signal.aborted:
                 self._remember(key, message)
             if info.is_local:
+                self._note_speed(inp.model, True)
                 # Not recorded: the workflow task this runs in may be lost and the call made again.
                 # The workflow queues the message for writing (see ``StreamInput.pending_entries``);
                 # until then the answer is kept beside the session file, for an attempt that runs
@@ -253,6 +278,7 @@ class LlmActivities:
         finally:
             await call.publisher.close()
         deltas = call.state["deltas"] if call.publisher.started else 0
+        self._note_speed(inp.model, deltas == 0)
         return StreamResult(message=message, deltas_published=deltas, attempt=attempt)
 
     async def _reuse(self, inp: StreamInput, attempt: int) -> StreamResult:

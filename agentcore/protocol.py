@@ -399,6 +399,10 @@ class StreamInput(WireModel):
     pending_entries: list[SessionEntry] = Field(default_factory=list)
     # Failed attempts already made at this call (a local one): attempt numbers continue from them.
     prior_attempts: int = 0
+    # Nothing is known yet of how quickly the conversation's model answers (its first call): a local
+    # attempt makes the call only if this worker's last call to that model ended within a publish
+    # interval; otherwise it declines at once (``StreamResult.declined``) and the remote one makes it.
+    speed_unknown: bool = False
 
 
 class ActivityEvents(WireModel):
@@ -431,6 +435,9 @@ class StreamResult(WireModel):
     # runs llm.stream as a remote activity with the same input, which takes the call over (and
     # streams it, and can be aborted) instead of calling the model again. ``message`` is a partial.
     handoff: bool = False
+    # With ``handoff``: the local attempt made no call (``StreamInput.speed_unknown``); the remote
+    # activity makes it.
+    declined: bool = False
 
 
 class ToolCallInput(WireModel):

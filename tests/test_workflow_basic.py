@@ -174,10 +174,10 @@ async def test_a_paced_conversation_flushes_at_its_next_workflow_task(
 
 async def test_quick_model_calls_run_as_local_activities(temporal_client: Client, tmp_path: Path) -> None:
     """A zero-latency model's calls run in the worker holding the conversation: after the
-    conversation's first call (remote: nothing is known of its model yet), no llm.stream activity
-    goes through the server, and a watched tool turn takes four workflow tasks (the prompt, which
-    makes the first call and starts the tool; the tool's result, which makes the second; the
-    subscriber's next poll after each), not eight."""
+    conversation's first call (remote: the worker has not seen this model answer yet, so the first
+    local attempt declines at once), no llm.stream activity goes through the server, and a watched
+    tool turn takes four workflow tasks (the prompt, which makes the first call and starts the tool;
+    the tool's result, which makes the second; the subscriber's next poll after each), not eight."""
     from temporalio.api.enums.v1 import EventType
 
     turns = 4
@@ -190,14 +190,21 @@ async def test_quick_model_calls_run_as_local_activities(temporal_client: Client
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
     ]
-    local = [
+    markers = [
         e
         for e in history
         if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
         and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
         and b'"llm.stream"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
     ]
+    declined = [
+        e
+        for e in markers
+        if b'"declined":true' in e.marker_recorded_event_attributes.details["result"].payloads[0].data
+    ]
+    local = [e for e in markers if e not in declined]
     tasks = sum(1 for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    assert len(declined) == 1 and declined[0].event_id < remote[0].event_id, "the first attempt declines"
     assert len(remote) == 1 and remote[0].event_id < local[0].event_id, "only the first call is remote"
     assert len(local) == 2 * turns - 1
     # Two more for the first call's activity (its completion, and a poll answer); a slow moment of the
@@ -246,8 +253,9 @@ async def test_a_run_still_going_after_its_first_workflow_task_is_indexed_runnin
 async def test_only_model_calls_expected_to_be_quick_start_locally(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """A conversation's first model call runs remotely (nothing is known of its model yet: a real
-    one's first call would only start local to be handed off). One that ended quickly makes the
+    """A conversation's first model call runs remotely when its worker has not seen the model answer
+    quickly (its local attempt declines at once: a real model's first call would only be handed
+    off). One that ended quickly makes the
     next start as a local activity; when that one turns out slow, it is handed to a remote activity
     after a publish interval, which streams it without calling the model again, and the calls
     after it run remotely from the start."""
@@ -297,7 +305,7 @@ async def test_only_model_calls_expected_to_be_quick_start_locally(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
         and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
     ]
-    assert len(local_attempts) == 1, "only the second call, expected quick, started locally"
+    assert len(local_attempts) == 2, "the first call's attempt, declined; the second, expected quick"
     assert len(remote_calls) == 3, "the first call, the handed-off second, the third"
     assert len(scripted.calls) == 3, "the handed-off call was not made twice"
     assert [m.role for m in state.messages] == ["user", "assistant"] * 3

@@ -87,9 +87,11 @@ class TemporalRuntime:
         # The last llm.stream call's message and entry id, and whether the activity wrote it (a
         # remote one did: the workflow must not queue it a second time; a local one did not).
         self.result_entry: ResultEntry | None = None
-        # Whether the last llm.stream call ended before its first publish tick (see ``expect_quick``);
-        # None: no call made yet.
+        # Whether the last llm.stream call ended before its first publish tick (see ``_call_locally``);
+        # None: no call made yet. It crosses continue-as-new.
         self.last_call_quick: bool | None = conversation_input.last_model_call_quick
+        # The history's length in the run's first workflow task (this is made in its activation).
+        self.first_task = workflow.info().get_current_history_length()
         # The model call in flight (its result entry id) and the newest attempt whose deltas were
         # taken (``takes_events_of``).
         self.model_call: str | None = None
@@ -193,6 +195,7 @@ class TemporalRuntime:
             temperature=options.temperature,
             create=conversation.session_create(),
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
+            speed_unknown=self.last_call_quick is None,
         )
         signal: AbortSignal | None = options.signal
         self.model_call, self.model_call_attempt = result_entry_id, 0
@@ -209,15 +212,28 @@ class TemporalRuntime:
                     update={"entries": entries, "pending_entries": [], "prior_attempts": prior_attempts}
                 )
             result = await self._call_remote(activity_input, signal)
-            quick, result_written = not local and result.deltas_published == 0, True
+            # A call handed off was slow; one the local attempt declined is judged as a remote one.
+            declined = isinstance(local_result, StreamResult) and local_result.declined
+            quick = (not local or declined) and result.deltas_published == 0
+            result_written = True
         transcript.mark_written(written)
         conversation.session_created = True
         self.last_call_quick = quick
         return result, ResultEntry(result.message, result_entry_id, result_written)
 
     def _call_locally(self) -> bool:
-        """Whether the next model call starts as a local activity (see ``_call_model``)."""
-        return self.conversation.limits.local_model_calls and self.expect_quick()
+        """Whether the next model call starts as a local activity (see ``_call_model``): unless the
+        last one was slow. A conversation's first call starts local too, but its attempt makes the
+        call only if the worker's last call to that model was quick (``StreamInput.speed_unknown``):
+        a real model's first call goes remote at once, not after a handoff. That attempt is never made
+        in the run's first workflow task: a local activity there had its result delivered in the
+        next task when a client's query came meanwhile, but in the first on replay, and what the run
+        does next depends on the task it is in (a recorded history failed to replay)."""
+        if not self.conversation.limits.local_model_calls or self.last_call_quick is False:
+            return False
+        if self.last_call_quick:
+            return True
+        return workflow.info().get_current_history_length() > self.first_task
 
     async def _call_local(
         self, activity_input: StreamInput, signal: AbortSignal | None
@@ -283,12 +299,6 @@ class TemporalRuntime:
         finally:
             if remove is not None:
                 remove()
-
-    def expect_quick(self) -> bool:
-        """Whether the next model call is expected to end before its first publish tick: the previous
-        one did. A conversation's first call is not (nothing is known of its model yet, and a real
-        model's first call takes seconds); the expectation crosses continue-as-new."""
-        return bool(self.last_call_quick)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
