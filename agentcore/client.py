@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -266,12 +267,17 @@ class AgentClient:
         metadata: dict[str, Any] | None = None,
         limits: ConversationLimits | None = None,
         compaction: CompactionSettings | None = None,
+        prompt: PromptInput | None = None,
         **fields: Any,
     ) -> DurableAgent:
         """Start a new conversation (a workflow with id ``session_id``) from ``AgentOptions``.
 
         ``limits`` (SPEC-9.1 limits, timeouts) and ``compaction`` (when and how much to compact)
-        default to the client's and to ``CompactionSettings()``."""
+        default to the client's and to ``CompactionSettings()``. With ``prompt``, the conversation
+        starts with that prompt's run, as ``agent.prompt(prompt)`` right after would, in one call to
+        the server (update-with-start): the workflow's first task takes the prompt. Returns once the
+        prompt is accepted; a refused prompt raises its typed error, the conversation started."""
+        messages = user_messages(prompt) if prompt is not None else None
         options = options or AgentOptions(**fields)
         session_id = check_session_id(session_id or _new_id())  # it names the session file too
         config = ConversationConfig(
@@ -293,9 +299,16 @@ class AgentClient:
             messages=list(options.messages),
             session_metadata=dict(metadata or {}),
         )
+        if messages is not None:
+            request_id = _new_id()
+            request = PromptRequest(id=request_id, messages=messages)
+            _check_payload_size("prompt", request)
+            return await self._start(inp, ("prompt", request))
         return await self._start(inp)
 
-    async def _start(self, inp: ConversationInput) -> DurableAgent:
+    async def _start(
+        self, inp: ConversationInput, update: tuple[str, PromptRequest] | None = None
+    ) -> DurableAgent:
         inp.search_attributes = await self._uses_search_attributes()
         search_attributes = None
         if inp.search_attributes:
@@ -309,20 +322,41 @@ class AgentClient:
                     SearchAttributePair(keys[AGENT_STATUS], "idle"),
                 ]
             )
+        start: dict[str, Any] = {
+            "args": [inp, None],
+            "id": inp.session_id,
+            "task_queue": self.task_queue,
+            "id_conflict_policy": WorkflowIDConflictPolicy.FAIL,
+            "search_attributes": search_attributes,
+            "static_summary": f"agent {inp.config.model.provider}/{inp.config.model.id}",
+            "task_timeout": timedelta(seconds=inp.limits.workflow_task_timeout_seconds),
+        }
         try:
-            handle = await self.client.start_workflow(
-                WORKFLOW_NAME,
-                args=[inp, None],
-                id=inp.session_id,
-                task_queue=self.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                search_attributes=search_attributes,
-                static_summary=f"agent {inp.config.model.provider}/{inp.config.model.id}",
-                task_timeout=timedelta(seconds=inp.limits.workflow_task_timeout_seconds),
+            if update is None:
+                handle = await self.client.start_workflow(WORKFLOW_NAME, **start)
+                return DurableAgent(self, handle)
+            name, request = update
+            operation: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
+                WORKFLOW_NAME, **start
             )
+            try:
+                await self.client.execute_update_with_start_workflow(
+                    name, request, start_workflow_operation=operation, id=request.id, result_type=Accepted
+                )
+            except WorkflowUpdateFailedError as err:  # the prompt refused, the conversation started
+                cause = err.cause
+                if isinstance(cause, ApplicationError):
+                    raise AgentError.from_code(cause.type, cause.message) from None
+                raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+            except Exception:
+                # The start failed too: its handle holds the same error (taken, or asyncio reports
+                # it as never retrieved).
+                with contextlib.suppress(Exception):
+                    await operation.workflow_handle()
+                raise
+            return DurableAgent(self, await operation.workflow_handle())
         except WorkflowAlreadyStartedError:
             raise AgentError(f"session {inp.session_id!r} is already running", code="AGENT_EXISTS") from None
-        return DurableAgent(self, handle)
 
     async def attach(self, session_id: str) -> DurableAgent:
         """A handle on a running conversation; ``AgentNotFoundError`` if there is none."""

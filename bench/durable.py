@@ -614,24 +614,33 @@ def _mb(count: int) -> str:
 async def scale(
     convs: int = 500, batch: int = 50, wake: int = 50, model_kind: str = "loopback", **options: Any
 ) -> list[Row]:
-    """``convs`` live conversations on one worker: each started and given one tool turn (read by
-    ``wait_for_idle`` and ``get_state``, no subscriber), ``batch`` at a time, then left idle. Then
+    """``convs`` live conversations on one worker: each started with one tool turn (``start(...,
+    prompt=...)``, read by ``wait_for_idle`` and ``get_state``, no subscriber), ``batch`` at a
+    time, then left idle. Then
     the ``wake`` oldest (the first out of the worker's cache once it is full) are prompted again,
     one at a time: a prompt to its answer. Memory and the SQLite file as they stand at the end."""
     section = f"9. {convs:,} live conversations on one worker ({model_kind})"
     async with stack(model=model_kind, **options) as s:
+        # The clients keep handles on the ``wake`` oldest only (a client need not hold a handle on
+        # every conversation: ``attach`` makes one from the id).
         clocks: list[TurnClock] = []
+        started = 0
 
         async def one() -> None:
-            clock = TurnClock(await s.start_agent(), subscribe=False)
-            await clock.turn("/tools 1", timeout=120)
-            clocks.append(clock)
+            nonlocal started
+            # Started with its prompt (update-with-start), the turn read as ``TurnClock`` reads one.
+            agent = await s.start_agent(prompt="/tools 1")
+            await agent.wait_for_idle(120)
+            if (await agent.get_state()).messages[-1].role != "assistant":
+                raise RuntimeError("idle without the answer")
+            started += 1
+            if len(clocks) < wake:
+                clocks.append(TurnClock(agent, subscribe=False))
 
         before = s.cpu()
         for start in range(0, convs, batch):
             await asyncio.gather(*(one() for _ in range(min(batch, convs - start))))
         after = s.cpu()
-        started = len(clocks)
         await asyncio.sleep(2)  # the last deferred flushes and index writes
         samples = [await clock.turn("/tools 1", timeout=120) for clock in clocks[:wake]]
         worker, server = s.worker_rss(), s.server_rss()

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,6 @@ class Stack:
     workdir: Path
     task_queue: str
     stamps_file: Path
-    sessions: list[DurableAgent] = field(default_factory=list)
 
     @property
     def sessions_dir(self) -> Path:
@@ -87,12 +86,13 @@ class Stack:
             base_url=f"http://127.0.0.1:{port}/v1",
         )
 
-    async def start_agent(self, name: str | None = None) -> DurableAgent:
+    async def start_agent(self, name: str | None = None, prompt: str | None = None) -> DurableAgent:
+        """A new conversation; with ``prompt``, started with that prompt's run (one call)."""
         agent = await self.agents.start(
             name or f"b-{uuid.uuid4().hex[:10]}",
             AgentOptions(model=self.model(), tools=["noop"], system_prompt="Be brief."),
+            prompt=prompt,
         )
-        self.sessions.append(agent)
         return agent
 
     def cpu(self) -> CpuMark:
