@@ -67,6 +67,45 @@ async def _history(stack_: Stack, session_id: str) -> Any:
 # ------------------------------------------------------------------------------- 1. single conversation
 
 
+def _idle_delays(history: Any, returned: list[float]) -> tuple[list[float], list[float]]:
+    """Per ``wait_for_idle``: seconds from its run's end to the update's completion in the history,
+    and to the client holding the result (``returned``: wall-clock times, in order; matched from the
+    last, as the history is the current run's). A run ends in the workflow task of its last model
+    call: the task that made a local call's marker, or the one after a remote call's result."""
+    scheduled: dict[int, str] = {}
+    waits: set[str] = set()
+    task_done = run_end = 0.0
+    remote_call_ended = False
+    pairs: list[tuple[float, float]] = []
+    for event in history.events:
+        at = event.event_time.ToMicroseconds() / 1e6
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+            task_done = at
+            if remote_call_ended:
+                run_end, remote_call_ended = at, False
+        elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
+            data = event.marker_recorded_event_attributes.details.get("data")
+            if data is not None and any(b'"llm.stream"' in p.data for p in data.payloads):
+                run_end = task_done
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            attributes = event.activity_task_completed_event_attributes
+            remote_call_ended = scheduled.get(attributes.scheduled_event_id) == "llm.stream"
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            attributes = event.workflow_execution_update_accepted_event_attributes
+            if attributes.accepted_request.input.name == "wait_for_idle":
+                waits.add(attributes.protocol_instance_id)
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            if event.workflow_execution_update_completed_event_attributes.meta.update_id in waits:
+                pairs.append((run_end, at))
+    pairs = pairs[-len(returned) :]
+    in_history = [completed - end for end, completed in pairs]
+    at_client = [back - end for (end, _), back in zip(pairs, returned[-len(pairs) :], strict=True)]
+    return in_history, at_client
+
+
 async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> list[float]:
     """The same tool turn through the in-process ``Agent`` (same provider, same loopback server)."""
     # The durable conversations' limits: SPEC-9.1's 100 messages a minute would refuse the bench.
@@ -119,6 +158,8 @@ async def single(
     worker: list[float] = []
     server: list[float] = []
     local: list[float] = []
+    idle_history: list[float] = []
+    idle_client: list[float] = []
     for index in range(rounds):
         async with stack(model=model_kind, **options) as s:
             clock = await _warm_clock(s, 10, subscribe)
@@ -126,6 +167,12 @@ async def single(
             samples += [await clock.turn("/tools 1") for _ in range(turns)]
             after = s.cpu()
             await clock.stop()
+            if not subscribe:
+                history, client = _idle_delays(
+                    await _history(s, clock.agent.session_id), clock.idle_at[-turns:]
+                )
+                idle_history += history
+                idle_client += client
             worker.append((after.worker - before.worker) / turns * 1000)
             server.append((after.server - before.server) / turns * 1000)
             if index == 0:
@@ -136,6 +183,10 @@ async def single(
                     stream_fn = _ForgetfulModel(scripted_turn)
                 local = await in_process_turns(s.model(), turns, stream_fn)
     overhead = [sample - pct(local, 50) for sample in samples]
+    idle = [
+        _lat_row(section, "wait_for_idle done after the run's end, in the history", idle_history),
+        _lat_row(section, "wait_for_idle returned after the run's end", idle_client),
+    ]
     return [
         Row(
             section,
@@ -148,6 +199,7 @@ async def single(
         _lat_row(section, "durable overhead (minus in-process p50)", overhead, 1.0),
         Row(section, "worker CPU per turn", _each(worker), "<= 25 ms", statistics.median(worker) <= 25),
         Row(section, "server CPU per turn", _each(server)),
+        *(idle if not subscribe else []),
     ]
 
 

@@ -190,6 +190,9 @@ class TurnClock:
         self.subscribe = subscribe
         self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
+        # Without a subscriber: when each ``wait_for_idle`` returned (wall clock, as the server's
+        # history times are), to set against the run's end in the history.
+        self.idle_at: list[float] = []
 
     async def start(self) -> TurnClock:
         if not self.subscribe:
@@ -211,6 +214,7 @@ class TurnClock:
         await self._prompt(text)
         if not self.subscribe:
             await self.agent.wait_for_idle(timeout)
+            self.idle_at.append(time.time())
             if (await self.agent.get_state()).messages[-1].role != "assistant":
                 raise RuntimeError("idle without the answer")
             return time.perf_counter() - started
