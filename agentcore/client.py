@@ -74,6 +74,8 @@ from .protocol import (
     ConversationLimits,
     DenyRequest,
     DurableState,
+    Idle,
+    IdleRequest,
     LabelRequest,
     MessagesPage,
     MessagesQuery,
@@ -783,12 +785,16 @@ class DurableAgent:
         for signal in list(self._run_signals):
             signal.abort(reason)
 
-    async def wait_for_idle(self, timeout: float | None = None) -> Accepted:
+    async def wait_for_idle(self, timeout: float | None = None, *, since: int | None = None) -> Idle:
         """Wait until no run is active and every entry is in the session file.
 
+        ``since``: a message index (``prompt``'s ``Accepted.message_count``); the result then holds the
+        messages from there on (``Idle.messages``, from ``Idle.start``; within the answer's budget,
+        ``get_messages`` pages on), the run's answer last: no ``get_state`` needed to read it.
         Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on."""
         request_id = _new_id()
-        waiting = self._update("wait_for_idle", CommandRequest(id=request_id), request_id, Accepted)
+        request = IdleRequest(id=request_id, since=since)
+        waiting = self._update("wait_for_idle", request, request_id, Idle)
         if not timeout:
             return await waiting
         task = asyncio.ensure_future(waiting)

@@ -239,6 +239,12 @@ class CommandRequest(WireModel):
     id: str = ""
 
 
+class IdleRequest(CommandRequest):
+    """``wait_for_idle``; with ``since`` (a message index) the answer carries the messages from there."""
+
+    since: int | None = None
+
+
 class SetModelRequest(WireModel):
     id: str = ""
     model: Model
@@ -304,6 +310,15 @@ class Accepted(WireModel):
     id: str
     status: Literal["accepted", "duplicate"] = "accepted"
     message_count: int = 0
+
+
+class Idle(Accepted):
+    """What ``wait_for_idle`` returns. Asked with ``since``: the messages from ``start`` on (``since``,
+    or the oldest the conversation holds if that is later), as many as the answer's budget holds, at
+    least one if there is any (``get_messages`` pages on from ``start + len(messages)``)."""
+
+    messages: list[Message] = Field(default_factory=list)
+    start: int = 0
 
 
 class MessagesQuery(WireModel):

@@ -124,10 +124,10 @@ async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> l
     return samples
 
 
-async def _warm_clock(s: Stack, warmup: int, subscribe: bool = True) -> TurnClock:
-    """A new conversation with its subscriber (unless not ``subscribe``), past its first ``warmup``
-    tool turns."""
-    clock = await TurnClock(await s.start_agent(), subscribe=subscribe).start()
+async def _warm_clock(s: Stack, warmup: int, subscribe: bool = True, since: bool = False) -> TurnClock:
+    """A new conversation with its subscriber (unless not ``subscribe``, or ``since``: see
+    ``TurnClock``), past its first ``warmup`` tool turns."""
+    clock = await TurnClock(await s.start_agent(), subscribe=subscribe, since=since).start()
     for _ in range(warmup):
         await clock.turn("/tools 1")
     return clock
@@ -144,25 +144,35 @@ def _each(values: list[float], unit: str = " ms") -> str:
 
 
 async def single(
-    model_kind: str = "loopback", turns: int = 100, rounds: int = 1, subscribe: bool = True, **options: Any
+    model_kind: str = "loopback",
+    turns: int = 100,
+    rounds: int = 1,
+    subscribe: bool = True,
+    since: bool = False,
+    **options: Any,
 ) -> list[Row]:
     """One conversation's tool turns. With ``rounds`` > 1, each round on a stack of its own (the
     machine's state changes from minute to minute): latencies pooled, CPU figures as the median.
-    Without ``subscribe`` each turn is read by ``wait_for_idle`` and ``get_state`` (no subscriber)."""
+    Without ``subscribe`` each turn is read by ``wait_for_idle`` and ``get_state`` (no subscriber);
+    with ``since``, by ``wait_for_idle(since=...)`` alone."""
     section = f"1. one conversation ({model_kind})"
-    if not subscribe:
+    subscribe = subscribe and not since
+    if since:
+        section += ", read by wait_for_idle(since=...)"
+    elif not subscribe:
         section += ", read by wait_for_idle + get_state"
     if rounds > 1:
         section += f", {rounds} rounds"
     samples: list[float] = []
     worker: list[float] = []
     server: list[float] = []
+    clients: list[float] = []
     local: list[float] = []
     idle_history: list[float] = []
     idle_client: list[float] = []
     for index in range(rounds):
         async with stack(model=model_kind, **options) as s:
-            clock = await _warm_clock(s, 10, subscribe)
+            clock = await _warm_clock(s, 10, subscribe, since)
             before = s.cpu()
             samples += [await clock.turn("/tools 1") for _ in range(turns)]
             after = s.cpu()
@@ -175,6 +185,7 @@ async def single(
                 idle_client += client
             worker.append((after.worker - before.worker) / turns * 1000)
             server.append((after.server - before.server) / turns * 1000)
+            clients.append((after.clients - before.clients) / turns * 1000)
             if index == 0:
                 stream_fn = None
                 if model_kind == "scripted":
@@ -199,6 +210,7 @@ async def single(
         _lat_row(section, "durable overhead (minus in-process p50)", overhead, 1.0),
         Row(section, "worker CPU per turn", _each(worker), "<= 25 ms", statistics.median(worker) <= 25),
         Row(section, "server CPU per turn", _each(server)),
+        Row(section, "client CPU per turn", _each(clients)),
         *(idle if not subscribe else []),
     ]
 
@@ -624,7 +636,12 @@ def _server_counters(s: Stack) -> dict[str, float]:
 
 
 async def server_ops(
-    turns: int = 40, model_kind: str = "scripted", pause: float = 0.0, subscribe: bool = True, **options: Any
+    turns: int = 40,
+    model_kind: str = "scripted",
+    pause: float = 0.0,
+    subscribe: bool = True,
+    since: bool = False,
+    **options: Any,
 ) -> list[Row]:
     """Requests the server handles per watched tool turn (frontend and history services counted
     together): a count, so unlike CPU figures it hardly moves with the machine's speed. ``pause``:
@@ -632,9 +649,12 @@ async def server_ops(
     run); without ``subscribe``, each turn read by ``wait_for_idle`` and ``get_state``."""
     section = f"8. server requests per tool turn ({model_kind}"
     section += f", {pause:g} s apart" if pause else ""
-    section += ")" if subscribe else ", read by wait_for_idle + get_state)"
+    if since:
+        section += ", read by wait_for_idle(since=...))"
+    else:
+        section += ")" if subscribe else ", read by wait_for_idle + get_state)"
     async with stack(model=model_kind, **options) as s:
-        clock = await _warm_clock(s, 5, subscribe)
+        clock = await _warm_clock(s, 5, subscribe, since)
         await asyncio.sleep(2)  # the server reports its counters every second
         before = _server_counters(s)
         for _ in range(turns):

@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
-from agentcore.protocol import ConversationLimits
+from agentcore.protocol import Accepted, ConversationLimits
 from agentcore.temporal import DevServer
 from agentcore.testing.scripted import scripted_model
 
@@ -183,11 +183,13 @@ async def stack(
 class TurnClock:
     """One subscriber per conversation; ``turn()`` = prompt sent -> ``agent_end`` received."""
 
-    def __init__(self, agent: DurableAgent, *, subscribe: bool = True) -> None:
+    def __init__(self, agent: DurableAgent, *, subscribe: bool = True, since: bool = False) -> None:
         self.agent = agent
         # Without a subscriber a turn is read as a client without one reads it: ``wait_for_idle``,
-        # then the answer from ``get_state`` (no streaming traffic).
-        self.subscribe = subscribe
+        # then the answer from ``get_state`` (no streaming traffic); with ``since``, the answer from
+        # ``wait_for_idle(since=...)`` itself (no query).
+        self.subscribe = subscribe and not since
+        self.since = since
         self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         # Without a subscriber: when each ``wait_for_idle`` returned (wall clock, as the server's
@@ -211,7 +213,13 @@ class TurnClock:
     async def turn(self, text: str, *, timeout: float = 60) -> float:
         """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber."""
         started = time.perf_counter()
-        await self._prompt(text)
+        accepted = await self._prompt(text)
+        if self.since:
+            idle = await self.agent.wait_for_idle(timeout, since=accepted.message_count)
+            self.idle_at.append(time.time())
+            if idle.messages[-1].role != "assistant":
+                raise RuntimeError("idle without the answer")
+            return time.perf_counter() - started
         if not self.subscribe:
             await self.agent.wait_for_idle(timeout)
             self.idle_at.append(time.time())
@@ -223,13 +231,12 @@ class TurnClock:
             if kind == "agent_end":
                 return at - started
 
-    async def _prompt(self, text: str) -> None:
+    async def _prompt(self, text: str) -> Accepted:
         from agentcore.errors import AgentBusyError
 
         for _ in range(200):
             try:
-                await self.agent.prompt(text)
-                return
+                return await self.agent.prompt(text)
             except AgentBusyError:
                 # agent_end is published a moment before the run's bookkeeping ends.
                 await asyncio.sleep(0.002)

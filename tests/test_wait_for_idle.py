@@ -1,6 +1,6 @@
 """``wait_for_idle`` after a quick run: the entries the run left for later are written from inside the
 workflow task that takes the request (no activity round trip through the server), and they are in
-the session file the moment it returns."""
+the session file the moment it returns. Asked with ``since``, it answers with the run's messages."""
 
 from __future__ import annotations
 
@@ -54,3 +54,26 @@ async def test_wait_for_idle_writes_a_quick_runs_answer_in_the_task_that_takes_i
         assert (await agent.get_state()).messages[-1].text == "answer 2"  # type: ignore[union-attr]
         # Written inside a workflow task: no session.append activity went through the server.
         assert await _appends_scheduled(temporal_client, agent.session_id) == appends
+
+
+async def test_wait_for_idle_since_an_index_returns_the_runs_messages(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """``prompt`` says where its run's messages begin; ``wait_for_idle(since=...)`` answers with them,
+    the run's answer last, so a client reads the turn without ``get_state``."""
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_answer)) as h:
+        agent = await h.agents.start(f"since-{uuid.uuid4().hex[:8]}", AgentOptions(model=scripted_model()))
+        await agent.prompt("one")
+        assert (await agent.wait_for_idle(timeout=20)).messages == []  # not asked for
+        accepted = await agent.prompt("two")
+        idle = await agent.wait_for_idle(timeout=20, since=accepted.message_count)
+        assert (idle.start, idle.message_count) == (2, 4)
+        assert [m.text for m in idle.messages] == ["two", "answer 2"]  # type: ignore[union-attr]
+        assert idle.messages == (await agent.get_messages(start=2)).messages
+        # From index 0: the whole conversation.
+        assert [m.text for m in (await agent.wait_for_idle(since=0)).messages] == [  # type: ignore[union-attr]
+            "one",
+            "answer 1",
+            "two",
+            "answer 2",
+        ]

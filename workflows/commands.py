@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
         ClearQueuesRequest,
         CommandRequest,
         DurableState,
+        Idle,
+        IdleRequest,
         MessagesPage,
         MessagesQuery,
         PendingRun,
@@ -179,7 +181,7 @@ class CommandHandlers(ConversationState):
         self._refuse_if_busy("set_system_prompt")
 
     @workflow.update(name="wait_for_idle")
-    async def wait_for_idle(self, request: CommandRequest) -> Accepted:
+    async def wait_for_idle(self, request: IdleRequest) -> Idle:
         # Entries waiting for the next run are written now, while someone waits.
         self.idle_waiters += 1
         try:
@@ -200,7 +202,12 @@ class CommandHandlers(ConversationState):
         if self.transcript.unwritten:
             # The entries are kept; the next run tries again. Waiting would never end meanwhile.
             raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        idle = Idle(id=request.id, message_count=self.transcript.message_count)
+        if request.since is not None:
+            # What a client that waited for the run's end reads next, without a query.
+            page = self.get_messages(MessagesQuery(start=request.since))
+            idle.messages, idle.start = page.messages, page.start
+        return idle
 
     @workflow.update(name="queue_steering")
     async def queue_steering(self, item: QueuedMessage) -> Accepted:
