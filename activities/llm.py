@@ -140,6 +140,14 @@ class LlmActivities:
 
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
+        if not activity.info().is_local:
+            return await self._stream(inp)
+        started = time.monotonic()
+        result = await self._stream(inp)
+        # What it took of its workflow task's publish interval (the workflow's local-attempt budget).
+        return result.model_copy(update={"local_seconds": time.monotonic() - started})
+
+    async def _stream(self, inp: StreamInput) -> StreamResult:
         info = activity.info()
         key = inp.result_entry_id
         attempt = info.attempt + inp.prior_attempts
@@ -220,7 +228,7 @@ class LlmActivities:
                 syncing.add_done_callback(_retrieve_exception)
         owner = call.owner = object()
         try:
-            ended = await self._wait_call(call, key, owner, local=info.is_local)
+            ended = await self._wait_call(call, key, owner, local=info.is_local, wait=inp.local_wait_seconds)
         except asyncio.CancelledError:
             raise
         except BaseException:
@@ -396,13 +404,17 @@ class LlmActivities:
         call.task = asyncio.create_task(consume())
         return call
 
-    async def _wait_call(self, call: _Call, key: str, owner: object, *, local: bool) -> bool:
-        """Wait for the call to end (True); a local attempt waits one publish interval at most."""
+    async def _wait_call(
+        self, call: _Call, key: str, owner: object, *, local: bool, wait: float | None = None
+    ) -> bool:
+        """Wait for the call to end (True); a local attempt waits one publish interval at most (less
+        when ``wait``, what its workflow task has left of one, is less)."""
         interval = self.publish_interval.total_seconds()
         ticker = None if local else asyncio.create_task(_heartbeat_ticker(interval, call.publisher))
         try:
             if local:
-                done, _ = await asyncio.wait({call.task}, timeout=interval)
+                timeout = interval if wait is None else min(interval, wait)
+                done, _ = await asyncio.wait({call.task}, timeout=timeout)
                 if not done:
                     return False
             await asyncio.shield(call.task)

@@ -23,7 +23,7 @@ from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .schedules import RecurringMessage
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
-from .tools import ToolSpec
+from .tools import AgentToolResult, ToolSpec
 from .wakeups import Wakeup
 
 WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
@@ -99,6 +99,10 @@ class ConversationLimits(WireModel):
     # interval, 80 ms) runs as a local activity first; one still running after that interval is
     # handed to a remote activity that streams it. False runs every call remotely.
     local_model_calls: bool = True
+    # The same for a retry-safe tool's call (unless this tool's previous call in this run was handed
+    # off): a local attempt first, handed to the remote ``tools.execute`` if still running after one
+    # publish interval. Tools that are not retry-safe always run remotely. False: every call remote.
+    local_tool_calls: bool = True
     # Wake-ups pending at once (``schedule_wakeup``, ``wakeup_tool``): bounds the state carried
     # across continue-as-new, and what a model can pile up.
     max_pending_wakeups: int = 50
@@ -418,6 +422,9 @@ class StreamInput(WireModel):
     # attempt makes the call only if this worker's last call to that model ended within a publish
     # interval; otherwise it declines at once (``StreamResult.declined``) and the remote one makes it.
     speed_unknown: bool = False
+    # A local attempt's wait before it hands the call off, when other local attempts of the same
+    # workflow task used part of the publish interval (None: the worker's whole publish interval).
+    local_wait_seconds: float | None = None
 
 
 class ActivityEvents(WireModel):
@@ -453,6 +460,8 @@ class StreamResult(WireModel):
     # With ``handoff``: the local attempt made no call (``StreamInput.speed_unknown``); the remote
     # activity makes it.
     declined: bool = False
+    # How long a local attempt ran (seconds): what it took of its workflow task's publish interval.
+    local_seconds: float = 0.0
 
 
 class ToolCallInput(WireModel):
@@ -462,6 +471,27 @@ class ToolCallInput(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     retry_safe: bool = True
     timeout_seconds: float
+    # As ``StreamInput.local_wait_seconds``, for a tool call's local attempt.
+    local_wait_seconds: float | None = None
+    # A local attempt that only stops the call this worker holds under this id: it was handed off,
+    # then aborted before the remote activity took it over.
+    stop: bool = False
+
+
+class ToolAttemptResult(WireModel):
+    """What a local attempt at ``tools.execute`` returns (the remote activity returns the
+    ``AgentToolResult`` itself).
+
+    A call that ended within the attempt's wait (at most one publish interval) comes back with its
+    result and the progress it reported (``updates``, for the workflow to publish). One still running
+    is ``handoff``: it goes on in the worker, and the remote ``tools.execute`` the workflow then
+    schedules (same input) takes it over instead of running the tool again."""
+
+    result: AgentToolResult | None = None
+    updates: list[AgentToolResult] = Field(default_factory=list)
+    handoff: bool = False
+    # How long the attempt ran (seconds), as ``StreamResult.local_seconds``.
+    local_seconds: float = 0.0
 
 
 class AppendInput(WireModel):

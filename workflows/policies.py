@@ -52,6 +52,17 @@ def llm_call(limits: ConversationLimits, prior_attempts: int = 0) -> ActivityOpt
 # ``llm_call``'s retry policy (with its backoff, and its heartbeats while it waits).
 LOCAL_LLM_ATTEMPT = RetryPolicy(maximum_attempts=1)
 
+# The same for a tool call's local attempt: if it fails, the remote ``tools.execute`` runs the call
+# under ``tool_call``'s policy.
+LOCAL_TOOL_ATTEMPT = RetryPolicy(maximum_attempts=1)
+
+# Local attempts hold their workflow task (no query, update or signal is taken meanwhile), so those
+# of one workflow task (a model call, its tools, the next model call) share one publish interval:
+# each waits at most what the earlier ones left, and none starts with less than the minimum left
+# (the call is then made remotely, and the task completes).
+LOCAL_TASK_BUDGET = timedelta(milliseconds=80)
+LOCAL_ATTEMPT_MIN = timedelta(milliseconds=10)
+
 
 def tool_call(limits: ConversationLimits, timeout_seconds: float, retry_safe: bool) -> ActivityOptions:
     # The activity enforces the tool's own timeout (an EXECUTION_TIMEOUT result, like in-process);

@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
         ConversationInput,
         StreamInput,
         StreamResult,
+        ToolAttemptResult,
         ToolCallInput,
     )
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
@@ -96,6 +97,14 @@ class TemporalRuntime:
         # taken (``takes_events_of``).
         self.model_call: str | None = None
         self.model_call_attempt = 0
+        # Tools whose call in this run was handed off by its local attempt: their calls run remotely.
+        self.slow_tools: set[str] = set()
+        # What local attempts spent of ``policies.LOCAL_TASK_BUDGET`` (seconds) since the run began
+        # (its abort signal) or the last remote call returned (see ``_local_left``).
+        self.local_signal: AbortSignal | None = None
+        self.local_spent = 0.0
+        # A remote tool call ended since the last model call (its result came in a task of its own).
+        self.remote_tool_ended = False
 
     def now_ms(self) -> int:
         return now_ms()
@@ -179,7 +188,9 @@ class TemporalRuntime:
         transcript = conversation.transcript
         entries = list(transcript.unwritten)
         result_entry_id = self.new_id()
-        local = self._call_locally()
+        if self.remote_tool_ended:  # (the batch's tools have all ended: the point is the same on replay)
+            self.local_spent, self.remote_tool_ended = 0.0, False
+        local = self._call_locally(options.signal)
         written, pending = transcript.split_committed() if local else (entries, [])
         activity_input = StreamInput(
             session_id=conversation.session_id,
@@ -199,7 +210,14 @@ class TemporalRuntime:
         )
         signal: AbortSignal | None = options.signal
         self.model_call, self.model_call_attempt = result_entry_id, 0
-        local_result = await self._call_local(activity_input, signal) if local else None
+        local_result = None
+        if local:
+            spent = self.local_spent
+            local_result = await self._call_local(
+                activity_input.model_copy(update={"local_wait_seconds": self._local_wait()}), signal
+            )
+            if isinstance(local_result, StreamResult):
+                self._spend(spent, local_result.local_seconds)
         if isinstance(local_result, StreamResult) and not local_result.handoff:
             result, quick, result_written = local_result, True, False
         else:
@@ -221,9 +239,10 @@ class TemporalRuntime:
         self.last_call_quick = quick
         return result, ResultEntry(result.message, result_entry_id, result_written)
 
-    def _call_locally(self) -> bool:
+    def _call_locally(self, signal: AbortSignal | None) -> bool:
         """Whether the next model call starts as a local activity (see ``_call_model``): unless the
-        last one was slow. A conversation's first call starts local too, but its attempt makes the
+        last one was slow, or this task's local budget is spent (``_local_left``). A conversation's
+        first call starts local too, but its attempt makes the
         call only if the worker's last call to that model was quick (``StreamInput.speed_unknown``):
         a real model's first call goes remote at once, not after a handoff. That attempt is never made
         in the run's first workflow task: a local activity there had its result delivered in the
@@ -231,9 +250,37 @@ class TemporalRuntime:
         does next depends on the task it is in (a recorded history failed to replay)."""
         if not self.conversation.limits.local_model_calls or self.last_call_quick is False:
             return False
+        if not self._local_left(signal):
+            return False
         if self.last_call_quick:
             return True
         return workflow.info().get_current_history_length() > self.first_task
+
+    def _local_left(self, signal: AbortSignal | None) -> bool:
+        """Whether enough of the local-attempt budget (``policies.LOCAL_TASK_BUDGET``) is left for one
+        more local attempt: a model call, its tools and the next model call may run locally in one
+        workflow task, but together they hold it at most one publish interval. The budget is counted
+        along the run, not by workflow task (a local attempt's result may come in the next task, and
+        in the same one on replay): it starts anew with each run (its abort signal), after each remote
+        model call, and at the model call after a remote tool call (their results always come in a
+        task of their own; tools may run side by side, so the next model call is the point where
+        every one of a batch has ended, on replay as when it ran)."""
+        if signal is not self.local_signal:
+            self.local_signal, self.local_spent = signal, 0.0
+        left = policies.LOCAL_TASK_BUDGET - timedelta(seconds=self.local_spent)
+        return left >= policies.LOCAL_ATTEMPT_MIN
+
+    def _local_wait(self) -> float | None:
+        """The next local attempt's wait: None (the worker's publish interval) when none was spent,
+        else what the earlier ones left."""
+        if self.local_spent == 0.0:
+            return None
+        return policies.LOCAL_TASK_BUDGET.total_seconds() - self.local_spent
+
+    def _spend(self, before: float, seconds: float) -> None:
+        """Count a local attempt that started when ``before`` was spent and ran ``seconds``. Attempts
+        that ran side by side (a batch of tool calls) held the task together, for the longest."""
+        self.local_spent = max(self.local_spent, before + seconds)
 
     async def _call_local(
         self, activity_input: StreamInput, signal: AbortSignal | None
@@ -297,13 +344,15 @@ class TemporalRuntime:
             result: StreamResult = await handle
             return result
         finally:
+            self.local_spent = 0.0  # (see ``_local_left``)
             if remove is not None:
                 remove()
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate
     ) -> AgentToolResult:
-        # The tool activity publishes its ``on_update`` progress itself (``activity_events``).
+        # A remote tool activity publishes its ``on_update`` progress itself (``activity_events``); a
+        # local attempt hands it back with the result.
         spec = tool if isinstance(tool, ToolSpec) else tool.spec()
         if signal.aborted:
             return aborted_result(call.name)
@@ -327,18 +376,26 @@ class TemporalRuntime:
             retry_safe=spec.retry_safe,
             timeout_seconds=spec.timeout_seconds,
         )
-        # Every tool call is an activity with heartbeats: an abort cancels it at once, and the
-        # conversation answers get_state and takes steering while it runs. (A local activity held the
-        # workflow task open for the tool's whole run: none of them acted until it ended.)
-        handle = _start_cancellable(
-            TOOL_ACTIVITY, tool_input, AgentToolResult, opts, f"tool {call.name} {_digest(call.arguments)}"
-        )
+        summary = f"tool {call.name} {_digest(call.arguments)}"
+        # A quick retry-safe tool runs as a local activity first, inside this workflow task, for one
+        # publish interval at most; one still running is handed to the remote activity below, which
+        # takes it over where it runs. Every other call is a remote activity with heartbeats: an abort
+        # cancels it at once, and the conversation answers get_state and takes steering while it runs.
+        handed_off = False
+        if self._tool_locally(spec, signal):
+            local_result = await self._run_tool_locally(tool_input, opts, summary, signal, on_update)
+            if local_result is not None:
+                return local_result
+            handed_off = spec.name in self.slow_tools
+        handle = _start_cancellable(TOOL_ACTIVITY, tool_input, AgentToolResult, opts, summary)
         remove = signal.add_listener(handle.cancel)
         try:
             result: AgentToolResult = await handle
             return result
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):
+                if handed_off:  # aborted before the remote activity took the call over: stop it
+                    await self._stop_handed_off(tool_input, opts, summary)
                 return aborted_result(call.name)
             if isinstance(err.cause, ApplicationError) and err.cause.type == TOOL_UNAVAILABLE:
                 # The tool's server stayed down through every attempt (``ToolUnavailableError``): the
@@ -357,6 +414,71 @@ class TemporalRuntime:
             return error_result(EXECUTION_ERROR, f'Tool "{call.name}" failed: {_describe_failure(err)}')
         finally:
             remove()
+            self.remote_tool_ended = True
+
+    def _tool_locally(self, spec: ToolSpec, signal: AbortSignal) -> bool:
+        """Whether a tool call starts as a local activity: a retry-safe tool (the attempt may run
+        again, when its workflow task is lost) whose call in this run was not handed off yet, with
+        enough of this task's local budget left (see ``_local_left``). A tool's first call is tried
+        locally too: the most it costs is one publish interval of this task and a handoff."""
+        return (
+            self.conversation.limits.local_tool_calls
+            and spec.retry_safe
+            and spec.name not in self.slow_tools
+            and self._local_left(signal)
+        )
+
+    async def _run_tool_locally(
+        self,
+        tool_input: ToolCallInput,
+        opts: policies.ActivityOptions,
+        summary: str,
+        signal: AbortSignal,
+        on_update: ToolUpdate,
+    ) -> AgentToolResult | None:
+        """The local attempt at a tool call: its result (its progress published first), or None when
+        the remote activity is to take the call over (a handoff) or make it (the attempt failed)."""
+        spent = self.local_spent
+        handle = workflow.start_local_activity(
+            TOOL_ACTIVITY,
+            tool_input.model_copy(update={"local_wait_seconds": self._local_wait()}),
+            result_type=ToolAttemptResult,
+            start_to_close_timeout=opts.start_to_close,
+            retry_policy=policies.LOCAL_TOOL_ATTEMPT,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=summary,
+        )
+        remove = signal.add_listener(handle.cancel)
+        try:
+            attempt: ToolAttemptResult = await handle
+        except FailureError as err:
+            if isinstance(_cause(err), CancelledError):
+                return aborted_result(tool_input.tool_name)
+            return None  # the remote activity runs the call, as a retry would
+        finally:
+            remove()
+        self._spend(spent, attempt.local_seconds)
+        if attempt.handoff or attempt.result is None:
+            self.slow_tools.add(tool_input.tool_name)
+            return None
+        for partial in attempt.updates:
+            on_update(partial)
+        return attempt.result
+
+    async def _stop_handed_off(
+        self, tool_input: ToolCallInput, opts: policies.ActivityOptions, summary: str
+    ) -> None:
+        """Stop a handed-off tool that its remote activity never took over (the abort cancelled that
+        activity before it started): a local attempt that finds it in this worker and aborts it."""
+        with contextlib.suppress(FailureError):
+            await workflow.start_local_activity(
+                TOOL_ACTIVITY,
+                tool_input.model_copy(update={"stop": True}),
+                result_type=ToolAttemptResult,
+                start_to_close_timeout=opts.start_to_close,
+                retry_policy=policies.LOCAL_TOOL_ATTEMPT,
+                summary=summary,
+            )
 
 
 def _start_cancellable(

@@ -41,7 +41,7 @@ from temporalio.worker import (
 from ..activities.llm import model_context_seen
 from ..errors import EXECUTION_ABORTED
 from ..messages import AssistantMessage, TextContent
-from ..protocol import StreamInput, StreamResult, ToolCallInput
+from ..protocol import StreamInput, StreamResult, ToolAttemptResult, ToolCallInput
 from ..runtime import LlmContext
 from ..tools import AgentToolResult
 from . import genai
@@ -281,9 +281,14 @@ class _ObservedActivity(ActivityInboundInterceptor):
             except BaseException as err:
                 self._failed(span, err, call="tool", label=inp.tool_name)
                 raise
-            if not isinstance(result, AgentToolResult):
+            tool_result = result.result if isinstance(result, ToolAttemptResult) else result
+            if isinstance(result, ToolAttemptResult) and result.handoff:
+                # The tool goes on under the remote tools.execute that adopts it: that one is counted.
+                if span is not None:
+                    span.set_attribute("agentcore.handoff", True)
                 return result
-            tool_result = result
+            if not isinstance(tool_result, AgentToolResult):
+                return result
             code = _error_code(tool_result)
             outcome = "ok" if code is None else "aborted" if code == EXECUTION_ABORTED else "error"
             if span is not None:
