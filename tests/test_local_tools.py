@@ -92,7 +92,7 @@ async def test_a_quick_tool_call_runs_inside_its_workflow_task(
 ) -> None:
     work = Counted()
     async with running_worker(temporal_client, tmp_path, _answered(0.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("quick-tool", AgentOptions(model=scripted_model(), tools=["work"]))
+        agent = await h.agents.start("local-tool-quick", AgentOptions(model=scripted_model(), tools=["work"]))
         await agent.prompt("work")
         events = await collect_run(agent)
         state = await agent.get_state()
@@ -111,7 +111,7 @@ async def test_a_quick_tool_call_runs_inside_its_workflow_task(
 async def test_a_slow_tool_is_handed_off_and_runs_once(temporal_client: Client, tmp_path: Path) -> None:
     work = Counted()
     async with running_worker(temporal_client, tmp_path, _answered(2.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("slow-tool", AgentOptions(model=scripted_model(), tools=["work"]))
+        agent = await h.agents.start("local-tool-slow", AgentOptions(model=scripted_model(), tools=["work"]))
         await agent.prompt("work")
         events = await collect_run(agent)
         state = await agent.get_state()
@@ -128,7 +128,7 @@ async def test_get_state_and_abort_act_while_a_handed_off_tool_runs(
 ) -> None:
     work = Counted()
     async with running_worker(temporal_client, tmp_path, _answered(5.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("abort-slow-tool", AgentOptions(model=scripted_model(), tools=["work"]))
+        agent = await h.agents.start("local-tool-abort", AgentOptions(model=scripted_model(), tools=["work"]))
         await agent.prompt("work")
         await asyncio.wait_for(work.started.wait(), 30)
         loop = asyncio.get_running_loop()
@@ -154,7 +154,9 @@ async def test_get_state_and_abort_act_while_a_handed_off_tool_runs(
 async def test_a_tool_that_is_not_retry_safe_stays_remote(temporal_client: Client, tmp_path: Path) -> None:
     work = Counted(retry_safe=False)
     async with running_worker(temporal_client, tmp_path, _answered(0.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("unsafe-tool", AgentOptions(model=scripted_model(), tools=["work"]))
+        agent = await h.agents.start(
+            "local-tool-unsafe", AgentOptions(model=scripted_model(), tools=["work"])
+        )
         await agent.prompt("work")
         await agent.wait_for_idle(timeout=30)
         history = await agent.handle.fetch_history()
@@ -177,7 +179,7 @@ async def test_quick_tool_turns_in_a_row_leave_the_conversation_responsive(
 
     work = Counted()
     async with running_worker(temporal_client, tmp_path, ScriptedModel(respond), tools=[work.tool()]) as h:
-        agent = await h.agents.start("chain", AgentOptions(model=scripted_model(), tools=["work"]))
+        agent = await h.agents.start("local-tool-chain", AgentOptions(model=scripted_model(), tools=["work"]))
         await agent.prompt("hello")  # (the first model call is remote; the next ones are quick)
         await agent.wait_for_idle(timeout=30)
         await agent.prompt("work")
