@@ -71,6 +71,12 @@ SCHEDULES: dict[str, list[tuple[float, str, float]]] = {
         (245, "link_down", 2),
         (260, "blackhole", 8),
     ],
+    "blackholes": [
+        (12, "blackhole", 20),
+        (50, "blackhole", 12),
+        (80, "blackhole", 8),
+        (105, "blackhole", 5),
+    ],
     "short": [
         (8, "blackhole", 3),
         (18, "model_reset", 0),
@@ -204,6 +210,9 @@ class Report:
     failed_workflow_tasks: int = 0
     load: list[float] = field(default_factory=list)
     duration: float = 0.0
+    # Each conversation's history events (monotonic time, event type), for ``timelines``.
+    events: dict[int, list[tuple[float, str]]] = field(default_factory=dict)
+    tcp: list[str] = field(default_factory=list)  # ``ss -tni`` samples around the faults (``--tcp-trace``)
 
     def figures(self) -> dict[str, Any]:
         done = [t for t in self.turns if t.ended is not None and t.error is None]
@@ -241,6 +250,38 @@ class Report:
             "shown_text_differs_samples": self.shown_wrong[:10],
             "resent_samples": self.resent[:10],
         }
+
+    def timelines(self, slower_than: float = 5.0) -> list[dict[str, Any]]:
+        """Each turn in flight at a fault's return that ended more than ``slower_than`` seconds after
+        it, with its conversation's history events from the turn's start (times from the return)."""
+        slow = []
+        for fault in self.faults:
+            for turn in self.turns:
+                if not (turn.sent < fault.returned and (turn.ended is None or turn.ended > fault.returned)):
+                    continue
+                end = turn.ended if turn.ended is not None else float("inf")
+                if end - fault.returned <= slower_than:
+                    continue
+                events = [
+                    f"{at - fault.returned:+7.2f} {name}"
+                    for at, name in self.events.get(turn.conversation, [])
+                    if turn.sent - 0.5 <= at <= end + 0.5
+                ]
+                slow.append(
+                    {
+                        "fault": fault.kind,
+                        "returned_at": time.strftime(
+                            "%H:%M:%S", time.gmtime(fault.returned + time.time() - time.monotonic())
+                        ),
+                        "lasted": round(fault.returned - fault.started, 1),
+                        "conversation": turn.conversation,
+                        "turn": turn.index,
+                        "sent": round(turn.sent - fault.returned, 2),
+                        "ended": round(end - fault.returned, 2),
+                        "events": events,
+                    }
+                )
+        return slow
 
     def _calm(self, turn: Turn) -> bool:
         assert turn.ended is not None
@@ -336,6 +377,7 @@ async def run(
     seed: int = 1,
     limits: ConversationLimits | None = None,
     replay_slots: int | None = None,
+    tcp_trace: bool = False,
 ) -> Report:
     rng = random.Random(seed)
     (workdir / "sessions").mkdir(parents=True, exist_ok=True)
@@ -427,9 +469,17 @@ async def run(
             results = [m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)]
             if len(results) != len(set(results)):
                 report.duplicated.append(f"conversation {index}: a tool result recorded twice")
+            offset = time.time() - time.monotonic()
             for history in await run_histories(client, agent.session_id):
                 report.failed_workflow_tasks += sum(
                     e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED for e in history.events
+                )
+                report.events.setdefault(index, []).extend(
+                    (
+                        e.event_time.seconds + e.event_time.nanos / 1e9 - offset,
+                        EventType.Name(e.event_type)[len("EVENT_TYPE_") :],
+                    )
+                    for e in history.events
                 )
 
         async def inject(kind: str, duration: float) -> None:
@@ -478,14 +528,41 @@ async def run(
                 report.load.append(os.getloadavg()[0])
                 await asyncio.sleep(10)
 
+        async def sample_tcp() -> None:
+            # The worker-server connections as both ends see them (retransmission timer, backoff,
+            # unacknowledged segments), every 0.5 s from a fault's start to 20 s after its return.
+            assert topology is not None
+            while True:
+                await asyncio.sleep(0.5)
+                fault = report.faults[-1] if report.faults else None
+                now = time.monotonic()
+                if fault is None or (fault.returned and now > fault.returned + 20):
+                    continue
+                for side, command in (
+                    ("worker", topology.command(["ss", "-tniH", "dst", topology.host_ip])),
+                    ("server", ["ss", "-tniH", "dst", topology.worker_ip]),
+                ):
+                    out = await asyncio.create_subprocess_exec(
+                        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+                    )
+                    text = (await out.communicate())[0].decode()
+                    for line in " ".join(text.split("\n")).split("ESTAB")[1:]:
+                        since = now - (fault.returned or fault.started)
+                        where = "after" if fault.returned else "in"
+                        report.tcp.append(
+                            f"{fault.kind} {where} {since:6.2f} {side}: ESTAB{' '.join(line.split())}"
+                        )
+
         injecting = asyncio.create_task(faults())
         sampling = asyncio.create_task(sample_load())
+        tracing = asyncio.create_task(sample_tcp()) if tcp_trace and topology else None
         try:
             await asyncio.gather(*(converse(i) for i in range(conversations)))
         finally:
             report.duration = time.monotonic() - started
-            for task in (injecting, sampling):
-                task.cancel()
+            for task in (injecting, sampling, tracing):
+                if task is not None:
+                    task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await injecting
             if topology is not None:
@@ -548,6 +625,11 @@ async def main() -> None:
         help="the worker's replay_slots (agentcore worker --replay-slots; default: none, as shipped)",
     )
     parser.add_argument("--out", help="write the figures here (JSON)")
+    parser.add_argument(
+        "--timelines",
+        help="write here each turn that ended more than 5 s after a fault's return, with its history",
+    )
+    parser.add_argument("--tcp-trace", help="write here the worker-server TCP connections around each fault")
     parser.add_argument("--workdir", help="keep sessions, logs and the server's database here")
     args = parser.parse_args()
     use_netns = netns.available() and not args.no_netns
@@ -570,8 +652,13 @@ async def main() -> None:
                     else None
                 ),
                 replay_slots=args.replay_slots,
+                tcp_trace=bool(args.tcp_trace),
             )
     figures = report.figures()
+    if args.timelines:
+        Path(args.timelines).write_text(json.dumps(report.timelines(), indent=1) + "\n")
+    if args.tcp_trace:
+        Path(args.tcp_trace).write_text("\n".join(report.tcp) + "\n")
     figures["netns"] = use_netns
     figures["replay_slots"] = args.replay_slots
     text = json.dumps(figures, indent=2)

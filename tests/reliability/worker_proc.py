@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -200,6 +201,8 @@ async def main() -> None:
     )
     args = parser.parse_args()
 
+    # Core's warnings (a poll retried, a task completion refused) with the time they happened.
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s", level=logging.WARNING)
     log = Path(args.log)
     if args.tear_append:
         tear_append_containing(args.tear_append)
