@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.client import KeepAliveConfig
 from temporalio.testing import WorkflowEnvironment
 
 from agentcore.client import AgentClient
@@ -190,3 +192,30 @@ async def test_agent_client_and_dev_connect_to_a_given_cluster(
     )
     assert "starting an embedded" not in stderr.decode() and not (tmp_path / "data2" / "temporal.db").exists()
     assert stdout.decode().startswith("you> hello")
+
+
+async def test_a_dead_connection_is_given_up_within_seconds(
+    temporal_env: WorkflowEnvironment, clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every agentcore connection (the worker's, the CLI's, ``AgentClient.connect``'s) pings the
+    server once it has been silent for 10 s and gives the connection up when the ping is not
+    answered within 5 s (the SDK's default: 30 s and 15 s), and gives each attempt at a new one 3 s
+    (the SDK's: no limit), so a worker cut off by a blackhole makes a new connection within seconds
+    of the path's return rather than waiting out TCP's backoff (the turn that gains from it:
+    tests/reliability/test_network_faults.py). A caller's own settings are kept, ``None`` included."""
+    address = _dev_server_address(temporal_env)
+    shipped = KeepAliveConfig(interval_millis=10_000, timeout_millis=5_000)
+    client = await connect(address)
+    assert client.service_client.config.keep_alive_config == shipped
+    assert client.service_client.config.connect_timeout == timedelta(seconds=3)
+    agents = await AgentClient.connect(
+        task_queue="unused", sessions_dir=tmp_path / "sessions", settings=ConnectionSettings(address=address)
+    )
+    assert agents.client.service_client.config.keep_alive_config == shipped
+    own = KeepAliveConfig(interval_millis=20_000, timeout_millis=10_000)
+    mine = await connect(address, keep_alive_config=own, connect_timeout=timedelta(seconds=10))
+    assert mine.service_client.config.keep_alive_config == own
+    assert mine.service_client.config.connect_timeout == timedelta(seconds=10)
+    none = await connect(address, keep_alive_config=None, connect_timeout=None)
+    assert none.service_client.config.keep_alive_config is None
+    assert none.service_client.config.connect_timeout is None

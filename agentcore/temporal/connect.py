@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from temporalio.client import Client
+from temporalio.client import Client, KeepAliveConfig
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, SerializationContext
@@ -62,6 +63,20 @@ def default_data_converter() -> DataConverter:
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
+
+# A connection whose path goes dead without a reset (a blackhole: packets dropped both ways) is found
+# out by its HTTP/2 keepalive: a ping once nothing has come from the server for 10 s, the connection
+# given up when the ping is not answered within 5 s. Left on it, a worker waits for TCP to send again,
+# and TCP backs off: after a 20 s cut the next try came 6.5 s after the path returned
+# (docs/network-faults.md). The ping interval cannot be shorter: Temporal's frontend wants pings at
+# least 10 s apart (``frontend.keepAliveMinTime``) and drops a connection that pings more often.
+# Pings go only over a connection that has been silent, so they cost nothing while it works. Each
+# attempt at a new connection gets 3 s (its SYN sent twice): a cut longer than that keeps trying
+# afresh rather than waiting out SYN retransmissions that back off to 32 s apart. ``connect``'s
+# ``keep_alive_config=`` and ``connect_timeout=`` set others (``None``: none, the SDK's defaults are
+# 30 s / 15 s and none).
+DEFAULT_KEEP_ALIVE = KeepAliveConfig(interval_millis=10_000, timeout_millis=5_000)
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=3)
 
 
 class TemporalConfigError(ValueError):
@@ -167,8 +182,10 @@ async def connect(
     ``Client.connect`` as they are (``runtime=`` for a worker's metrics, say).
 
     Temporal Core's own log lines go through Python logging (``agentcore.temporal.telemetry``)
-    unless ``runtime`` is given. Payloads go through agentcore's pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY``
-    is set (see ``agentcore.temporal.codec``). With OpenTelemetry configured (``OTEL_*``, see
+    unless ``runtime`` is given. A connection gone dead is given up within 15 s (``DEFAULT_KEEP_ALIVE``)
+    and a new one tried every 3 s (``DEFAULT_CONNECT_TIMEOUT``). Payloads go through agentcore's
+    pydantic converter, encrypted when ``AGENTCORE_ENCRYPTION_KEY`` is set (see
+    ``agentcore.temporal.codec``). With OpenTelemetry configured (``OTEL_*``, see
     ``agentcore.temporal.tracing``) the client traces its calls, and workers made from it theirs, unless
     ``interceptors`` or ``plugins`` bring Temporal's own tracing (``OpenTelemetryPlugin``, say)."""
     from .tracing import has_tracing_interceptor, tracing_interceptor
@@ -180,6 +197,8 @@ async def connect(
         )
     config = load_connect_config(settings)
     config.update(kwargs)
+    config.setdefault("keep_alive_config", DEFAULT_KEEP_ALIVE)
+    config.setdefault("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
     if "runtime" not in config:
         from .telemetry import default_runtime
 
