@@ -71,6 +71,13 @@ DYNAMIC_CONFIG = (
     "history.transferProcessorMaxPollRPS=1000",
     "history.timerProcessorMaxPollRPS=1000",
     "history.visibilityProcessorMaxPollRPS=1000",
+    # A worker cut off by a blackhole leaves its task polls waiting at the server, which goes on
+    # handing them tasks (lost, each until its 10 s timeout) until its side of the dead connection
+    # fails: after TCP's next retransmission, seconds after the path returns. Pinged after 5 s of
+    # silence and dropped 5 s later (Temporal's defaults: 1 min and 10 s), the connection and its
+    # polls go during the cut (docs/network-faults.md). Pings go only over a silent connection.
+    'frontend.keepAliveTime="5s"',
+    'frontend.keepAliveTimeout="5s"',
 )
 
 

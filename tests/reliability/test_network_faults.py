@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentcore.client import DurableAgent
+from agentcore.client import AgentClient, DurableAgent
 
 from . import netfault, netns
 from .conftest import Rig, WorkerProc, assistant_messages, spawn_worker, wait_until
@@ -103,6 +103,44 @@ async def test_a_lost_workflow_task_is_retried_within_seconds_of_the_link_return
         state = await rig.settle(agent)
     assert [m.text for m in assistant_messages(state.messages)][-1].startswith("reply to 'second'")
     assert recovered < 15, f"the turn ended {recovered:.1f} s after the link returned"
+
+
+BLACKHOLE_SECONDS = 30.0
+
+
+@pytest.mark.skipif(not netns.available(), reason="network namespaces need root and ip")
+async def test_a_turn_cut_off_by_a_long_blackhole_ends_within_seconds_of_the_return(rig: Rig) -> None:
+    """The worker (on the shipped defaults, in its own network namespace) is streaming an answer
+    when its path to the server is blackholed for 30 s: every packet dropped both ways, nothing
+    reset, as in a real outage. The turn ends within 10 s of the path's return. On a connection
+    left to TCP (the SDK's 30 s keepalive) the worker's next retransmission came ~23 s after the
+    return and the turn took more than a minute; the keepalive gives the dead connection up during
+    the cut and a new one is made within a few seconds of the return, and the server (the dev
+    server's keepalive) drops the worker's old task polls instead of handing them tasks."""
+    rig.agents = AgentClient(rig.client, task_queue=rig.task_queue, sessions_dir=rig.sessions_dir)
+    host, port = _target(rig)
+    with netns.Topology() as topology:
+        async with Forwarder((topology.host_ip, 0), (host, port)) as link:
+            await _worker_behind(rig, link, wrap=topology.command, shipped_defaults=1, delay=0.1, chunks=20)
+            agent = await rig.start("blackhole")
+            follower = Follower(agent)
+            await agent.prompt("first")
+            await wait_until(lambda: follower.runs_ended >= 1, 30, what="the first turn")
+            await agent.prompt("tell me a long story")
+            await wait_until(lambda: len(follower.shown) > 0, 30, what="the first deltas")
+            topology.blackhole()
+            await asyncio.sleep(BLACKHOLE_SECONDS)
+            topology.restore()
+            returned = time.monotonic()
+            await wait_until(lambda: follower.runs_ended >= 2, 90, what="the turn to end")
+            recovered = time.monotonic() - returned
+            state = await rig.settle(agent)
+            await follower.close()
+            rig.cleanup()  # the worker stops before its namespace goes
+    reply = assistant_messages(state.messages)[-1]
+    assert reply.text.startswith("reply to 'tell me a long story'") and reply.stop_reason == "stop"
+    assert follower.finals[-1] == (reply.text, reply.text)
+    assert recovered < 10, f"the turn ended {recovered:.1f} s after the path returned"
 
 
 @pytest.mark.skipif(not netns.available(), reason="network namespaces need root and ip")
