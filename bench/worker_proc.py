@@ -10,6 +10,7 @@ HTTP or SSE, to separate provider cost. ``--options`` are ``Worker`` keyword arg
 ``"workflow_threads": N`` for the threads that run workflow activations (default: one per slot), and
 ``"tool_timeout_seconds": SECONDS`` for the no-op tool (default 5),
 ``"gc_default": true`` to keep Python's garbage collection settings (``tune_gc_for_worker`` not called),
+``"gc_thresholds": [a, b, c]`` to set them after that (``BENCH_GC_LOG=PATH`` logs full collections),
 ``"observe": true`` for traces (to the harness's ``bench.otlp_sink``, ``"otlp_endpoint"``) and
 metrics (a ``MetricsServer`` on a loopback port), as ``agentcore worker --metrics-port`` runs with
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` set; ``"traces"`` or ``"metrics"`` for one of them,
@@ -91,6 +92,26 @@ def _durations(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _log_collections(path: str) -> None:
+    """Measurement: each full (generation 2) collection's time and what it freed, to ``path``."""
+    import gc
+    import time
+
+    out = open(path, "a", buffering=1)  # noqa: SIM115 - open for the process's life
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            elapsed = (time.perf_counter() - started[0]) * 1000
+            out.write(f"{time.time():.1f} gen2 {elapsed:.1f} ms collected {info['collected']}\n")
+
+    gc.callbacks.append(callback)
+
+
 async def main(args: argparse.Namespace) -> None:
     options = _durations(orjson.loads(args.options))
     metrics = None
@@ -122,6 +143,7 @@ async def main(args: argparse.Namespace) -> None:
 
         options["workflow_task_executor"] = concurrent.futures.ThreadPoolExecutor(max_workers=int(threads))
     gc_default = options.pop("gc_default", False)
+    gc_thresholds = options.pop("gc_thresholds", None)
     tool = noop_tool(float(options.pop("tool_timeout_seconds", os.environ.get("BENCH_TOOL_TIMEOUT", 5))))
     if options.pop("mcp_noop", False):
         from agentcore.mcp import MCPServerStdio
@@ -149,6 +171,13 @@ async def main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     if not gc_default:
         tune_gc_for_worker()  # as the worker's entry points do
+    if gc_thresholds is not None:
+        import gc
+
+        gc.set_threshold(*gc_thresholds)
+    gc_log = os.environ.get("BENCH_GC_LOG")
+    if gc_log:
+        _log_collections(gc_log)
     async with worker:
         print(f"READY {os.getpid()}", flush=True)
         await stop.wait()
