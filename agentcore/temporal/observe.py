@@ -54,6 +54,7 @@ MODEL_CALL_ACTIVITY = "llm.stream"
 TOOL_CALL_ACTIVITY = "tools.execute"
 RUN_UPDATES = frozenset({"prompt", "continue"})
 SESSION_ID_ATTRIBUTE = "agentcore.session.id"
+HANDOFF_ATTRIBUTE = "agentcore.handoff"
 _RUN_STARTED_EXTERN = "agentcore_run_started"
 # The model a run uses, as the workflow indexes it (agentcore.search_attributes).
 _MODEL_SEARCH_ATTRIBUTE = SearchAttributeKey.for_keyword("AgentModel")
@@ -66,6 +67,14 @@ ACTIVITY_SPAN_KEY = "agentcore.activity-span"
 
 def model_label(provider: str, model_id: str) -> str:
     return f"{provider}/{model_id}"
+
+
+def handed_off(span: Span) -> bool:
+    """The span of a local attempt that handed its call, still running or not yet made, to the remote
+    activity: that one makes the call's span, so this one is not ended (an unended span is not
+    exported) and a call is one span however it ran."""
+    attributes = getattr(span, "attributes", None)  # a sampled-out span has none
+    return bool(attributes and attributes.get(HANDOFF_ATTRIBUTE))
 
 
 def genai_span(activity_type: str, args: Sequence[Any]) -> tuple[str, SpanKind] | None:
@@ -126,10 +135,15 @@ class AgentObserver(Interceptor):
         name, kind = named
         # Status is set below from the call's outcome: an expected failure (a retried provider
         # error, a cancelled attempt) is not recorded as an exception with its traceback.
-        with self.tracer.start_as_current_span(
+        span = self.tracer.start_span(
             name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
-        ) as span:
-            yield span
+        )
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                yield span
+        finally:
+            if not handed_off(span):
+                span.end()
 
 
 class _RunCounter(WorkflowInboundInterceptor):
@@ -214,7 +228,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             if result.handoff:
                 # The call goes on under the remote llm.stream that adopts it: that one is counted.
                 if span is not None:
-                    span.set_attribute("agentcore.handoff", True)
+                    span.set_attribute(HANDOFF_ATTRIBUTE, True)
                 return result
             self._record_model_result(span, metrics, model, message, time.perf_counter() - started, result)
             return result
@@ -285,7 +299,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             if isinstance(result, ToolAttemptResult) and result.handoff:
                 # The tool goes on under the remote tools.execute that adopts it: that one is counted.
                 if span is not None:
-                    span.set_attribute("agentcore.handoff", True)
+                    span.set_attribute(HANDOFF_ATTRIBUTE, True)
                 return result
             if not isinstance(tool_result, AgentToolResult):
                 return result
@@ -337,4 +351,4 @@ def _set_error(span: Span | None, code: str | None, description: str | None = No
     span.set_status(Status(StatusCode.ERROR, f"{code}: {description}" if description else code))
 
 
-__all__ = ["ACTIVITY_SPAN_KEY", "AgentObserver", "genai_span", "model_label"]
+__all__ = ["ACTIVITY_SPAN_KEY", "AgentObserver", "genai_span", "handed_off", "model_label"]
