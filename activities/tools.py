@@ -52,6 +52,11 @@ ABORT_GRACE_SECONDS = 2.0
 # A handed-off tool that no remote ``tools.execute`` came for is stopped after this long (as a
 # model call's, ``agentcore.activities.llm.HANDOFF_WAIT_SECONDS``).
 HANDOFF_WAIT_SECONDS = 120.0
+# A local attempt's result bigger than this goes to the server through the remote activity (handed
+# off, already finished), in a workflow task of its own: local results ride in their task's
+# completion, and the events one task publishes share the event stream's budget (six 500 KB results
+# in one task left a subscriber none of their ``tool_execution_end`` events).
+LOCAL_RESULT_MAX_BYTES = 64 * 1024
 
 
 class ToolActivities:
@@ -201,6 +206,9 @@ class ToolActivities:
             result = running.task.result()
         except ToolUnavailableError as exc:
             raise ApplicationError(exc.message, type=TOOL_UNAVAILABLE) from None
+        if _content_bytes(result) > LOCAL_RESULT_MAX_BYTES:
+            self._park(key, running)
+            return ToolAttemptResult(handoff=True)
         return ToolAttemptResult(result=_capped(result), updates=_newest_updates(running.updates))
 
     def _park(self, key: tuple[str, str], running: _Running) -> None:
@@ -322,6 +330,13 @@ def _newest_updates(updates: list[AgentToolResult]) -> list[AgentToolResult]:
         kept.append(partial)
     kept.reverse()
     return kept
+
+
+def _content_bytes(result: AgentToolResult) -> int:
+    """About what the result's content weighs: its text and image data (``details`` left out)."""
+    return sum(
+        len(block.text) if isinstance(block, TextContent) else len(block.data) for block in result.content
+    )
 
 
 def _capped(result: AgentToolResult) -> AgentToolResult:
