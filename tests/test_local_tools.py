@@ -87,16 +87,23 @@ def _answered(seconds: float) -> ScriptedModel:
     return ScriptedModel([tool_calls([("work", {"seconds": seconds})]), text("done")])
 
 
-async def test_a_quick_tool_call_runs_inside_its_workflow_task(
-    temporal_client: Client, tmp_path: Path
-) -> None:
+async def _one_turn(client: Client, tmp_path: Path, seconds: float, session: str) -> tuple[Any, ...]:
+    """One prompt whose tool works ``seconds``: the tool's counter, the run's events, the state and
+    the history."""
     work = Counted()
-    async with running_worker(temporal_client, tmp_path, _answered(0.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("local-tool-quick", AgentOptions(model=scripted_model(), tools=["work"]))
+    async with running_worker(client, tmp_path, _answered(seconds), tools=[work.tool()]) as h:
+        agent = await h.agents.start(session, AgentOptions(model=scripted_model(), tools=["work"]))
         await agent.prompt("work")
         events = await collect_run(agent)
         state = await agent.get_state()
         history = await agent.handle.fetch_history()
+    return work, events, state, history
+
+
+async def test_a_quick_tool_call_runs_inside_its_workflow_task(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    work, events, state, history = await _one_turn(temporal_client, tmp_path, 0.0, "local-tool-quick")
     results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
     assert [r.content for r in results] == [[TextContent(text="worked 0.0")]] and work.runs == 1
     assert state.messages[-1].text == "done"
@@ -109,13 +116,7 @@ async def test_a_quick_tool_call_runs_inside_its_workflow_task(
 
 
 async def test_a_slow_tool_is_handed_off_and_runs_once(temporal_client: Client, tmp_path: Path) -> None:
-    work = Counted()
-    async with running_worker(temporal_client, tmp_path, _answered(2.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("local-tool-slow", AgentOptions(model=scripted_model(), tools=["work"]))
-        await agent.prompt("work")
-        events = await collect_run(agent)
-        state = await agent.get_state()
-        history = await agent.handle.fetch_history()
+    work, events, state, history = await _one_turn(temporal_client, tmp_path, 2.0, "local-tool-slow")
     assert (work.runs, work.finished) == (1, 1), "the handed-off tool ran again"
     results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
     assert [r.content for r in results] == [[TextContent(text="worked 2.0")]]
