@@ -85,7 +85,7 @@ class ApprovalHandlers(ConversationState):
         if self.subagents_waiting:
             return False  # a child workflow of this run is going: the run waits for it whole
         waiting = {pending.tool_call_id for pending in self.approvals.pending()}
-        length = workflow.info().get_current_history_length()
+        length = self.runtime.task()
         return (
             bool(waiting)
             and waiting == self.pending_tool_calls

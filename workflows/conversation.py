@@ -111,7 +111,7 @@ class ConversationWorkflow(
             leaf_id=inp.leaf_id,
             unwritten=inp.unwritten,
             entry_ids=inp.message_entry_ids or None,
-            task=lambda: workflow.info().get_current_history_length(),
+            task=self.runtime.task,
         )
         self.stats: SessionStats = inp.stats or SessionStats()
         self.steering: list[QueuedMessage] = list(inp.steering_queue)
@@ -277,7 +277,7 @@ class ConversationWorkflow(
         # Indexed as running only if it outlasts this workflow task (``_index_runs_that_outlast_their_task``):
         # a quick run then costs one upsert (idle, with its counts, at the end), not two.
         self._index_running = True
-        self._run_started_at = workflow.info().get_current_history_length()
+        self._run_started_at = self.runtime.task()
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -422,14 +422,14 @@ class ConversationWorkflow(
         # whatever brings it (mostly a subscriber's next poll), may write them; that saves the
         # timer's own workflow task for every message. Back-to-back runs keep waiting for the next run.
         paced = self._paced
-        length = workflow.info().get_current_history_length()
+        length = self.runtime.task()
         try:
             await workflow.wait_condition(
                 lambda: (
                     self.pending_run is not None
                     or self.idle_waiters > 0
                     or self._continue_as_new_due()
-                    or (paced and workflow.info().get_current_history_length() > length)
+                    or (paced and self.runtime.task() > length)
                 ),
                 timeout=FLUSH_DELAY,
             )
@@ -478,12 +478,14 @@ class ConversationWorkflow(
         write that takes longer, or finds the file busy, is left to the remote ``session.append``
         (appends are idempotent on entry id)."""
         try:
-            await workflow.execute_local_activity(
-                APPEND_ACTIVITY,
-                append,
-                start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
-                retry_policy=policies.LOCAL_SESSION_WRITE.retry,
-                summary=f"append {len(append.entries)} entries",
+            await self.runtime.local(
+                workflow.start_local_activity(
+                    APPEND_ACTIVITY,
+                    append,
+                    start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
+                    retry_policy=policies.LOCAL_SESSION_WRITE.retry,
+                    summary=f"append {len(append.entries)} entries",
+                )
             )
         except FailureError:
             return False
@@ -514,7 +516,7 @@ class ConversationWorkflow(
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or (
-            info.get_current_history_length() >= self.limits.continue_as_new_after_events
+            self.runtime.task() >= self.limits.continue_as_new_after_events
         )
 
     async def _continue_as_new(self) -> None:

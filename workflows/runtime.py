@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -105,6 +105,13 @@ class TemporalRuntime:
         self.local_spent = 0.0
         # A remote tool call ended since the last model call (its result came in a task of its own).
         self.remote_tool_ended = False
+        # Set when a local activity's result came in a later workflow task than the one it started
+        # in: that task's number, and the history's length when the result came (see ``task``).
+        self.late_local: tuple[int, int] | None = None
+        # Local tool attempts side by side: a number for each, in the order they started, and the
+        # numbers of those whose results the workflow has not taken yet (``_in_start_order``).
+        self.local_started = 0
+        self.local_untaken: set[int] = set()
 
     def now_ms(self) -> int:
         return now_ms()
@@ -120,6 +127,29 @@ class TemporalRuntime:
 
     def new_id(self) -> str:
         return new_id()
+
+    def task(self) -> int:
+        """The running workflow task's number (the history's length in it), as a replay counts it.
+
+        A local activity's result may reach the workflow in a later task than the one the activity
+        started in (a query came meanwhile, and the worker completed the task to answer it), but a
+        replay always hands it back in the task it started in. Until the next task begins, what
+        follows such a result counts as still in the task the activity started in, so every choice
+        made from the task the workflow is in (which session entries are committed, whether a run
+        outlasted its first task) is the same live and on replay."""
+        length = workflow.info().get_current_history_length()
+        late = self.late_local
+        return late[0] if late is not None and late[1] == length else length
+
+    async def local(self, handle: workflow.ActivityHandle[T]) -> T:
+        """A local activity's result (see ``task``)."""
+        started = self.task()
+        try:
+            return await handle
+        finally:
+            length = workflow.info().get_current_history_length()
+            if length != started:
+                self.late_local = (started, length)
 
     async def stream(
         self, model: Model, context: LlmContext, options: StreamOptions
@@ -254,7 +284,7 @@ class TemporalRuntime:
             return False
         if self.last_call_quick:
             return True
-        return workflow.info().get_current_history_length() > self.first_task
+        return self.task() > self.first_task
 
     def _local_left(self, signal: AbortSignal | None) -> bool:
         """Whether enough of the local-attempt budget (``policies.LOCAL_TASK_BUDGET``) is left for one
@@ -299,8 +329,7 @@ class TemporalRuntime:
         )
         remove = signal.add_listener(handle.cancel) if signal is not None else None
         try:
-            result: StreamResult = await handle
-            return result
+            return await self.local(handle)
         except FailureError as err:
             # A local activity's failure may come unwrapped (not as an ActivityError).
             if isinstance(_cause(err), CancelledError):
@@ -449,8 +478,11 @@ class TemporalRuntime:
             summary=summary,
         )
         remove = signal.add_listener(handle.cancel)
+        number = self.local_started
+        self.local_started += 1
+        self.local_untaken.add(number)
         try:
-            attempt: ToolAttemptResult = await handle
+            attempt: ToolAttemptResult = await self._in_start_order(number, self.local(handle))
         except FailureError as err:
             if isinstance(_cause(err), CancelledError):
                 return aborted_result(tool_input.tool_name)
@@ -465,19 +497,34 @@ class TemporalRuntime:
             on_update(partial)
         return attempt.result
 
+    async def _in_start_order(self, number: int, result: Awaitable[T]) -> T:
+        """The result of local tool attempt ``number``, once those started before it were taken.
+
+        Live, the results of attempts side by side come as they end; a replay hands them back in
+        the order they started. Taken in that order, what each call does next (a handoff's remote
+        activity, its events) comes in the same order both ways: otherwise two handed-off calls
+        could swap activities, and each would get the other's result on replay."""
+        try:
+            return await result
+        finally:
+            await workflow.wait_condition(lambda: min(self.local_untaken) == number)
+            self.local_untaken.discard(number)
+
     async def _stop_handed_off(
         self, tool_input: ToolCallInput, opts: policies.ActivityOptions, summary: str
     ) -> None:
         """Stop a handed-off tool that its remote activity never took over (the abort cancelled that
         activity before it started): a local attempt that finds it in this worker and aborts it."""
         with contextlib.suppress(FailureError):
-            await workflow.start_local_activity(
-                TOOL_ACTIVITY,
-                tool_input.model_copy(update={"stop": True}),
-                result_type=ToolAttemptResult,
-                start_to_close_timeout=opts.start_to_close,
-                retry_policy=policies.LOCAL_TOOL_ATTEMPT,
-                summary=summary,
+            await self.local(
+                workflow.start_local_activity(
+                    TOOL_ACTIVITY,
+                    tool_input.model_copy(update={"stop": True}),
+                    result_type=ToolAttemptResult,
+                    start_to_close_timeout=opts.start_to_close,
+                    retry_policy=policies.LOCAL_TOOL_ATTEMPT,
+                    summary=summary,
+                )
             )
 
 

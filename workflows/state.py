@@ -257,10 +257,7 @@ class ConversationState:
         (each is a history event and a visibility write)."""
         while True:
             await workflow.wait_condition(
-                lambda: (
-                    self._index_running
-                    and workflow.info().get_current_history_length() > self._run_started_at
-                )
+                lambda: self._index_running and self.runtime.task() > self._run_started_at
             )
             self._index_running = False
             self._index()

@@ -6,19 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-import pytest
-
 from .conftest import Rig, assert_no_answered_twice, assistant_messages
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "known bug, open: a local model attempt (here the first call's attempt, declined at once) "
-        "whose workflow task is answering get_state queries is resolved one task later live than on "
-        "replay, so replaying this history raises NondeterminismError; seen under load since 8d4ef74"
-    ),
-)
 async def test_a_wakeup_due_while_its_worker_was_killed_fires_once(rig: Rig) -> None:
     first = await rig.spawn()
     agent = await rig.start("wakeup-killed")
