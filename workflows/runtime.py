@@ -91,8 +91,6 @@ class TemporalRuntime:
         # Whether the last llm.stream call ended before its first publish tick (see ``_call_locally``);
         # None: no call made yet. It crosses continue-as-new.
         self.last_call_quick: bool | None = conversation_input.last_model_call_quick
-        # The history's length in the run's first workflow task (this is made in its activation).
-        self.first_task = workflow.info().get_current_history_length()
         # The model call in flight (its result entry id) and the newest attempt whose deltas were
         # taken (``takes_events_of``).
         self.model_call: str | None = None
@@ -274,17 +272,10 @@ class TemporalRuntime:
         last one was slow, or this task's local budget is spent (``_local_left``). A conversation's
         first call starts local too, but its attempt makes the
         call only if the worker's last call to that model was quick (``StreamInput.speed_unknown``):
-        a real model's first call goes remote at once, not after a handoff. That attempt is never made
-        in the run's first workflow task: a local activity there had its result delivered in the
-        next task when a client's query came meanwhile, but in the first on replay, and what the run
-        does next depends on the task it is in (a recorded history failed to replay)."""
+        a real model's first call goes remote at once, not after a handoff."""
         if not self.conversation.limits.local_model_calls or self.last_call_quick is False:
             return False
-        if not self._local_left(signal):
-            return False
-        if self.last_call_quick:
-            return True
-        return self.task() > self.first_task
+        return self._local_left(signal)
 
     def _local_left(self, signal: AbortSignal | None) -> bool:
         """Whether enough of the local-attempt budget (``policies.LOCAL_TASK_BUDGET``) is left for one
