@@ -77,6 +77,11 @@ class ToolActivities:
 
     @activity.defn(name="tools.describe")  # don't rename: recorded in histories
     async def describe(self, inp: DescribeToolsInput) -> DescribeToolsResult:
+        if activity.info().is_local:
+            # Inside the conversation's workflow task: from what this worker knows, at once; the
+            # remote activity connects MCP servers, and may run where other tools are registered.
+            specs, unknown = self.registry.describe(inp.names)
+            return DescribeToolsResult(tools=[] if unknown else specs, declined=bool(unknown))
         await self.registry.prepare(inp.names)  # MCP servers named here: connected and listed
         specs, unknown = self.registry.describe(inp.names)
         return DescribeToolsResult(tools=specs, unknown=unknown)

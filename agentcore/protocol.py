@@ -101,7 +101,8 @@ class ConversationLimits(WireModel):
     local_model_calls: bool = True
     # The same for a retry-safe tool's call (unless this tool's previous call in this run was handed
     # off): a local attempt first, handed to the remote ``tools.execute`` if still running after one
-    # publish interval. Tools that are not retry-safe always run remotely. False: every call remote.
+    # publish interval. Tools that are not retry-safe always run remotely. False: every call remote,
+    # and the tools' specs asked of any worker (``tools.describe`` as a remote activity).
     local_tool_calls: bool = True
     # Wake-ups pending at once (``schedule_wakeup``, ``wakeup_tool``): bounds the state carried
     # across continue-as-new, and what a model can pile up.
@@ -512,6 +513,9 @@ class DescribeToolsInput(WireModel):
 class DescribeToolsResult(WireModel):
     tools: list[ToolSpec]
     unknown: list[str] = Field(default_factory=list)
+    # A local attempt's answer when this worker's registry does not know every name (an MCP server
+    # it has not listed yet, a tool only other workers register): the remote activity answers.
+    declined: bool = False
 
 
 class CompactInput(WireModel):

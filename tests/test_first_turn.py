@@ -49,9 +49,9 @@ async def test_a_conversation_started_with_its_prompt_takes_it_in_its_first_work
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """Started with its prompt on a worker that has seen the model answer quickly: the prompt is
-    accepted in the workflow's first task, and the run's first model call is made in the worker
-    (a local activity), so the only activity through the server is the lookup of the tool's spec
-    (and the write ``wait_for_idle`` asked for while the run went on)."""
+    accepted in the workflow's first task, the tool's spec is looked up and the run's first model
+    call made in the worker (local activities), so no activity goes through the server but the
+    write ``wait_for_idle`` asked for while the run went on."""
     async with running_worker(temporal_client, tmp_path, ScriptedModel(_respond), tools=[add_tool()]) as h:
         options = AgentOptions(model=scripted_model(), tools=["add"])
         warm = await h.agents.start("warm", options, prompt="2+3?")  # the worker learns the model is quick
@@ -74,9 +74,28 @@ async def test_a_conversation_started_with_its_prompt_takes_it_in_its_first_work
     assert len(accepted) == 1 and accepted[0] == completed[0] + 1, "the prompt came with the first task"
     # The quick tool runs in the worker too (handed to the server only if it outlasts its bound).
     scheduled = [name for name in _scheduled(events) if name not in ("session.append", "tools.execute")]
-    assert scheduled == ["tools.describe"], scheduled
-    assert _local(events)[:2] == ["llm.stream", "llm.stream"], _local(events)
-    assert len(completed) <= 6, f"{len(completed)} workflow tasks for the start and one tool turn"
+    assert scheduled == [], scheduled
+    assert _local(events)[:3] == ["tools.describe", "llm.stream", "llm.stream"], _local(events)
+    assert len(completed) <= 5, f"{len(completed)} workflow tasks for the start and one tool turn"
+
+
+async def test_tools_this_worker_does_not_know_are_looked_up_by_any_worker(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """The local lookup of the tools' specs declines when the worker does not know every name (an
+    MCP server it has not listed yet, a tool other workers register): the remote ``tools.describe``
+    answers, and a name no worker registers is reported as before."""
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start(
+            "unknown-tool", AgentOptions(model=scripted_model(), tools=["add", "nope"])
+        )
+        await agent.wait_for_idle(timeout=20)
+        state = await agent.get_state()
+        events = list((await agent.handle.fetch_history()).events)
+    assert _scheduled(events) == ["tools.describe"], _scheduled(events)
+    assert _local(events) == ["tools.describe"], _local(events)
+    assert state.error_message is not None and "nope" in state.error_message
+    assert [tool.name for tool in state.tools] == ["add"]
 
 
 async def test_a_first_model_call_runs_remotely_until_the_worker_has_seen_the_model_quick(

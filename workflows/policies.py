@@ -97,6 +97,11 @@ LOCAL_SESSION_WRITE = ActivityOptions(
     start_to_close=timedelta(milliseconds=80), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
 )
 
+# ``tools.describe`` tried first inside the workflow task, from the worker's registry (no I/O).
+LOCAL_DESCRIBE_TOOLS = ActivityOptions(
+    start_to_close=timedelta(milliseconds=80), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
+)
+
 DESCRIBE_TOOLS = ActivityOptions(
     start_to_close=timedelta(seconds=10),
     heartbeat=None,

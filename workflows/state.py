@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -348,7 +349,24 @@ class ConversationState:
         return SessionCreate(cwd=metadata.pop("cwd", None), metadata=metadata)
 
     async def _describe_tools(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
-        """Specs for ``names`` from the workers' registry, and the names none of them registers."""
+        """Specs for ``names`` from the workers' registry, and the names none of them registers.
+
+        Asked first of this worker, inside the workflow task (a local activity: no round trip);
+        when it does not know every name, of any worker (the remote activity)."""
+        if self.limits.local_tool_calls:
+            with contextlib.suppress(FailureError):
+                local: DescribeToolsResult = await self.runtime.local(
+                    workflow.start_local_activity(
+                        DESCRIBE_TOOLS_ACTIVITY,
+                        DescribeToolsInput(names=names),
+                        result_type=DescribeToolsResult,
+                        start_to_close_timeout=policies.LOCAL_DESCRIBE_TOOLS.start_to_close,
+                        retry_policy=policies.LOCAL_DESCRIBE_TOOLS.retry,
+                        summary=f"describe {', '.join(names)}",
+                    )
+                )
+                if not local.declined:
+                    return local.tools, local.unknown
         result: DescribeToolsResult = await workflow.execute_activity(
             DESCRIBE_TOOLS_ACTIVITY,
             DescribeToolsInput(names=names),
