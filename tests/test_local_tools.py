@@ -30,7 +30,8 @@ from agentcore.protocol import ToolAttemptResult, ToolCallInput
 from agentcore.temporal import DATA_CONVERTER
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from agentcore.tools import ToolRegistry
-from tests.durable_support import SleepArgs, collect_run, running_worker
+from agentcore.worker import create_worker
+from tests.durable_support import SleepArgs, collect_run, running_worker, sleep_tool
 
 
 class Counted:
@@ -269,3 +270,58 @@ async def test_a_local_attempt_waits_no_longer_than_its_task_has_left() -> None:
     work = Counted()
     attempt = await _env(local=True).run(_activities(work).execute, _input(0.03, local_wait_seconds=0.01))
     assert isinstance(attempt, ToolAttemptResult) and attempt.handoff
+
+
+async def test_side_by_side_attempts_keep_their_results_after_a_replay(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """Two calls of one batch both go remote after their local attempts, which end in the other
+    order than they started: the first is slow (handed off after the attempt's bound), the second
+    ends at once with a result too large for the workflow task (handed off finished). The workflow
+    takes them in the order they started (``TemporalRuntime._in_start_order``), so their remote
+    activities come in that order live and on replay; each call keeps its own result when a new
+    worker replays the conversation."""
+
+    async def big(tool_call_id: str, args: SleepArgs, signal: Any, on_update: Any) -> AgentToolResult:
+        return AgentToolResult.text("x" * 100_000)
+
+    tools = [
+        sleep_tool(),
+        AgentTool(name="big", description="A large result.", parameters=SleepArgs, execute=big),
+    ]
+
+    def respond(context: Any) -> Any:
+        if context.messages[-1].role == "user":
+            return tool_calls([("sleep", {"seconds": 0.4}), ("big", {"seconds": 0})])
+        return text("both done")
+
+    model = ScriptedModel(respond)
+    async with running_worker(temporal_client, tmp_path, model, tools=tools) as h:
+        options = AgentOptions(model=scripted_model(), tools=["sleep", "big"])
+        agent = await h.agents.start("side-by-side-replay", options, prompt="go")
+        await agent.wait_for_idle(timeout=30)
+        live = _tool_results((await agent.get_messages()).messages)
+        history = await agent.handle.fetch_history()
+    assert live == {"sleep": "slept 0.4", "big": 100_000}, live
+    remote = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert remote.count("tools.execute") == 2, remote  # both handed to the remote activity
+    # A new worker on the same queue has nothing cached: it replays the history to answer.
+    worker = create_worker(
+        temporal_client, task_queue=h.task_queue, tools=tools, sessions_dir=h.sessions_dir, stream_fn=model
+    )
+    async with worker:
+        replayed = _tool_results((await agent.get_messages()).messages)
+    assert replayed == live, replayed
+
+
+def _tool_results(messages: list[Any]) -> dict[str, Any]:
+    """Each tool's result text (its length, when large)."""
+    return {
+        m.tool_name: len(m.text) if len(m.text) > 1000 else m.text
+        for m in messages
+        if isinstance(m, ToolResultMessage)
+    }
