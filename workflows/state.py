@@ -353,27 +353,27 @@ class ConversationState:
 
         Asked first of this worker, inside the workflow task (a local activity: no round trip);
         when it does not know every name, of any worker (the remote activity)."""
+
+        def call(options: policies.ActivityOptions) -> dict[str, Any]:
+            return dict(
+                arg=DescribeToolsInput(names=names),
+                result_type=DescribeToolsResult,
+                start_to_close_timeout=options.start_to_close,
+                retry_policy=options.retry,
+                summary=f"describe {', '.join(names)}",
+            )
+
         if self.limits.local_tool_calls:
             with contextlib.suppress(FailureError):
                 local: DescribeToolsResult = await self.runtime.local(
                     workflow.start_local_activity(
-                        DESCRIBE_TOOLS_ACTIVITY,
-                        DescribeToolsInput(names=names),
-                        result_type=DescribeToolsResult,
-                        start_to_close_timeout=policies.LOCAL_DESCRIBE_TOOLS.start_to_close,
-                        retry_policy=policies.LOCAL_DESCRIBE_TOOLS.retry,
-                        summary=f"describe {', '.join(names)}",
+                        DESCRIBE_TOOLS_ACTIVITY, **call(policies.LOCAL_DESCRIBE_TOOLS)
                     )
                 )
                 if not local.declined:
                     return local.tools, local.unknown
         result: DescribeToolsResult = await workflow.execute_activity(
-            DESCRIBE_TOOLS_ACTIVITY,
-            DescribeToolsInput(names=names),
-            result_type=DescribeToolsResult,
-            start_to_close_timeout=policies.DESCRIBE_TOOLS.start_to_close,
-            retry_policy=policies.DESCRIBE_TOOLS.retry,
-            summary=f"describe {', '.join(names)}",
+            DESCRIBE_TOOLS_ACTIVITY, **call(policies.DESCRIBE_TOOLS)
         )
         return result.tools, result.unknown
 
