@@ -20,7 +20,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -56,9 +55,9 @@ LOCK_WAIT_SECONDS = 10.0
 # What a write inside a workflow task (a local activity) waits for the lock before failing: the
 # workflow task, and the caller's prompt, wait meanwhile; the remote attempt waits for the lock.
 LOCAL_LOCK_WAIT_SECONDS = 0.08
-# A write inside a workflow task gives up this long before its local activity's start-to-close
-# timeout (``policies.LOCAL_SESSION_WRITE``), so that the worker does not time it out first.
-LOCAL_WRITE_MARGIN_SECONDS = 0.02
+# How long a write inside a workflow task (a local activity) runs before it gives way to the remote
+# ``session.append``: one publish interval, as a model call's local attempt.
+LOCAL_WRITE_SECONDS = 0.08
 # The (benign) failure of a write inside a workflow task that did not end within its time: the
 # workflow has the remote ``session.append`` write the entries. Never reaches a user.
 LOCAL_WRITE_DEFERRED = "LOCAL_WRITE_DEFERRED"
@@ -357,26 +356,20 @@ def activity_lock_wait() -> float | None:
 
 
 async def within_local_time(write: Awaitable[None]) -> None:
-    """Await a write made by a local activity until shortly before its start-to-close timeout; past
-    that, fail the attempt quietly (a benign ``LOCAL_WRITE_DEFERRED``: the workflow then has the
-    remote ``session.append`` write the entries) and let the write go on in the background.
+    """Await a write made by a local activity for ``LOCAL_WRITE_SECONDS``; past that, fail the
+    attempt quietly (a benign ``LOCAL_WRITE_DEFERRED``: the workflow then has the remote
+    ``session.append`` write the entries) and let the write go on in the background.
 
-    Left to the worker's timeout, the attempt would be cancelled instead: a path taken by design
-    under load, which the SDK logs as a failed activity with its traceback and Temporal's core as
-    the completion of an unknown local activity. Cancelled, the coroutine would also give up the
-    session's lock while its thread still writes; going on, the write keeps the lock until it is
-    done, so the remote append waits for it and finds its entries there (appends are idempotent
-    on entry id)."""
+    The attempt bounds itself, as a model call's local attempt does, well inside its start-to-close
+    timeout (``policies.LOCAL_SESSION_WRITE``). Timed out by the worker instead, it would be
+    cancelled: a path taken by design under load, which the SDK logs as a failed activity with its
+    traceback and Temporal's core as the completion of an unknown local activity. Cancelled, the
+    coroutine would also give up the session's lock while its thread still writes; going on, the
+    write keeps the lock until it is done, so the remote append waits for it and finds its entries
+    there (appends are idempotent on entry id)."""
     task = asyncio.ensure_future(write)
     task.add_done_callback(_consume)
-    info = activity.info()
-    timeout = info.start_to_close_timeout
-    budget = None
-    if timeout is not None:
-        elapsed = (datetime.now(UTC) - info.started_time).total_seconds()
-        spent = min(max(elapsed, 0.0), timeout.total_seconds())
-        budget = max(0.0, timeout.total_seconds() - LOCAL_WRITE_MARGIN_SECONDS - spent)
-    done, _ = await asyncio.wait({task}, timeout=budget)
+    done, _ = await asyncio.wait({task}, timeout=LOCAL_WRITE_SECONDS)
     if task not in done:
         raise ApplicationError(
             "the write did not end within the workflow task's local attempt; the session.append "

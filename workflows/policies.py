@@ -92,14 +92,18 @@ SESSION_WRITE = ActivityOptions(
 )
 
 # The same write from inside a workflow task (a local activity, one attempt): it holds the task, so
-# it gets one publish interval, as a model call's local attempt does; then the remote write takes over.
+# it gives up after one publish interval of its own (``activities.session.LOCAL_WRITE_SECONDS``), as a
+# model call's local attempt hands off; then the remote write takes over. Start-to-close is only the
+# backstop for a worker too busy to run it at all: a local activity timed out by the worker is
+# cancelled, or completes unknown to it, and the SDK and Temporal's core log either as a failure.
 LOCAL_SESSION_WRITE = ActivityOptions(
-    start_to_close=timedelta(milliseconds=80), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
+    start_to_close=timedelta(seconds=1), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
 )
 
-# ``tools.describe`` tried first inside the workflow task, from the worker's registry (no I/O).
+# ``tools.describe`` tried first inside the workflow task, from the worker's registry (no I/O: it
+# ends as soon as the worker runs it). Start-to-close is the same backstop.
 LOCAL_DESCRIBE_TOOLS = ActivityOptions(
-    start_to_close=timedelta(milliseconds=80), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
+    start_to_close=timedelta(seconds=1), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
 )
 
 DESCRIBE_TOOLS = ActivityOptions(
