@@ -53,7 +53,7 @@ from agentcore.state import GetApiKey
 from agentcore.tools import ToolRegistry
 
 from .events import ActivityEventPublisher
-from .session import KEPT_SESSIONS, SessionStore, activity_lock_wait, heartbeating
+from .session import KEPT_SESSIONS, SessionStore, activity_lock_wait, heartbeating, retrieve_exception
 
 # Set by whoever observes the call (``agentcore.temporal.observe``, for a span's captured input):
 # called with the context the model is about to be sent, rebuilt from the session file.
@@ -225,7 +225,7 @@ class LlmActivities:
                 # The entries just appended become durable while the model answers: the fsync is off
                 # the call's critical path. Every successful return below waits for it.
                 syncing = asyncio.ensure_future(self._sync(inp))
-                syncing.add_done_callback(_retrieve_exception)
+                syncing.add_done_callback(retrieve_exception)
         owner = call.owner = object()
         try:
             ended = await self._wait_call(call, key, owner, local=info.is_local, wait=inp.local_wait_seconds)
@@ -461,7 +461,7 @@ class LlmActivities:
         )
 
     def _park(self, key: str, call: _Call) -> None:
-        call.task.add_done_callback(_retrieve_exception)
+        call.task.add_done_callback(retrieve_exception)
         if call.expiry is not None:
             call.expiry.cancel()
         call.expiry = asyncio.get_running_loop().call_later(HANDOFF_WAIT_SECONDS, self._expire, key, call)
@@ -511,14 +511,6 @@ class _Call:
     expiry: asyncio.TimerHandle | None = None
     # The attempt (``llm.stream`` run) that reports the call's result: the latest to take it over.
     owner: object | None = None
-
-
-def _retrieve_exception(task: asyncio.Future[None]) -> None:
-    # A parked call that fails is raised again to the activity that adopts it, a sync started beside
-    # a call to the return that waits for it; otherwise it is dropped here instead of being logged
-    # as "never retrieved".
-    if not task.cancelled():
-        task.exception()
 
 
 def _retryable_error(message: AssistantMessage, delay: float | None) -> ApplicationError:

@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from temporalio import activity
@@ -368,7 +368,7 @@ async def within_local_time(write: Awaitable[None]) -> None:
     write keeps the lock until it is done, so the remote append waits for it and finds its entries
     there (appends are idempotent on entry id)."""
     task = asyncio.ensure_future(write)
-    task.add_done_callback(_consume)
+    task.add_done_callback(retrieve_exception)
     done, _ = await asyncio.wait({task}, timeout=LOCAL_WRITE_SECONDS)
     if task not in done:
         raise ApplicationError(
@@ -380,8 +380,10 @@ async def within_local_time(write: Awaitable[None]) -> None:
     task.result()
 
 
-def _consume(task: asyncio.Future[None]) -> None:
-    # A write that went on after its attempt gave up: its outcome is the remote append's to report.
+def retrieve_exception(task: asyncio.Future[Any]) -> None:
+    """Done callback of work left running in the background whose failure another attempt reports
+    (a handed-off model or tool call, a sync beside a call, a write after its local attempt gave
+    up): its exception is taken here instead of being logged as "never retrieved"."""
     if not task.cancelled():
         task.exception()
 

@@ -42,6 +42,7 @@ from agentcore.tool_exec import aborted_result, error_result, execute_tool_with_
 from agentcore.tools import AgentToolResult, ToolRegistry
 
 from .events import ActivityEventPublisher
+from .session import retrieve_exception
 
 # A result must fit in an activity completion (Temporal refuses payloads over 2 MB) and is read by a
 # model anyway: longer text is cut, with a note saying so.
@@ -217,7 +218,7 @@ class ToolActivities:
         return ToolAttemptResult(result=_capped(result), updates=_newest_updates(running.updates))
 
     def _park(self, key: tuple[str, str], running: _Running) -> None:
-        running.task.add_done_callback(_retrieve_exception)
+        running.task.add_done_callback(retrieve_exception)
         if running.expiry is not None:
             running.expiry.cancel()
         running.expiry = asyncio.get_running_loop().call_later(
@@ -264,13 +265,6 @@ class _Running:
         self.publisher = publisher
         for partial in kept:
             publisher.on_update(partial)
-
-
-def _retrieve_exception(task: asyncio.Future[Any]) -> None:
-    # A handed-off tool that fails raises again in the activity that takes it over; one nobody takes
-    # over is dropped here instead of being logged as "never retrieved".
-    if not task.cancelled():
-        task.exception()
 
 
 async def _heartbeat_ticker() -> None:
