@@ -556,11 +556,17 @@ async def test_a_slow_write_inside_a_workflow_task_gives_way_quietly(
         # The worker's one thread for file I/O is busy for 0.5 s: the write waits for it.
         executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         loop.set_default_executor(executor)
-        busy = loop.run_in_executor(None, time.sleep, 0.5)
-        caplog.clear()
-        with caplog.at_level(logging.WARNING):
-            await agent.wait_for_idle(timeout=20)
-            await busy
+        try:
+            busy = loop.run_in_executor(None, time.sleep, 0.5)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                await agent.wait_for_idle(timeout=20)
+                await busy
+        finally:
+            # The event loop outlives this test: later ones get a default executor of the usual size
+            # (one thread left the next in-process worker waiting behind a test's blocking call).
+            loop.set_default_executor(concurrent.futures.ThreadPoolExecutor())
+            executor.shutdown(wait=False)
         after = await _appends_in(agent, appends)
         failed = [
             r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("temporalio")
