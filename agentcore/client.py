@@ -19,7 +19,7 @@ import inspect
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -596,6 +596,7 @@ class DurableAgent:
         deadline = time.monotonic() + UPDATE_REFUSED_RETRY_SECONDS
         delay = 0.2
         while True:
+            sent = time.monotonic()
             try:
                 result: T = await self.handle.execute_update(
                     name, request, id=request_id or None, result_type=result_type
@@ -605,6 +606,10 @@ class DurableAgent:
                 cause = err.cause
                 if isinstance(cause, ApplicationError):
                     # Refused by a run continuing as new: the next run takes it (same request id).
+                    if cause.type == ROLLING_OVER and time.monotonic() - sent > UPDATE_REFUSED_RETRY_SECONDS:
+                        # A wait that went on (``run``, ``wait_for_idle``) until the roll-over:
+                        # sent again as a new call would be.
+                        deadline = time.monotonic() + UPDATE_REFUSED_RETRY_SECONDS
                     if cause.type != ROLLING_OVER or time.monotonic() > deadline:
                         raise AgentError.from_code(cause.type, cause.message) from None
                 else:
@@ -654,6 +659,31 @@ class DurableAgent:
         messages = user_messages(value, images)
         request_id = id or _new_id()
         return await self._update("prompt", PromptRequest(id=request_id, messages=messages), request_id)
+
+    async def run(
+        self,
+        value: PromptInput,
+        images: Sequence[ImageContent] | None = None,
+        *,
+        id: str | None = None,
+        timeout: float | None = None,
+    ) -> Idle:
+        """Start a run and wait for its end: one update where ``prompt`` + ``wait_for_idle`` are two.
+        Returns the run's messages, its answer last (``Idle.messages`` from ``Idle.start``, within
+        the answer's budget; ``get_messages`` pages on).
+
+        Returned as soon as the run ends, as a subscriber sees ``agent_end``: the run is in the
+        conversation's history by then, and its entries reach the session file within a second
+        or with the next run (``wait_for_idle`` waits for the file as well).
+
+        ``id`` makes the call idempotent: a repeat is applied once (one that reaches the
+        conversation after it continued as new returns ``status="duplicate"`` and no messages).
+        Raises ``AgentBusyError`` if a run is active, and ``TimeoutError`` when ``timeout`` (seconds)
+        passes first (the run goes on)."""
+        messages = user_messages(value, images)
+        request_id = id or _new_id()
+        request = PromptRequest(id=request_id, messages=messages)
+        return await self._waiting(self._update("prompt_and_wait", request, request_id, Idle), timeout)
 
     async def continue_(self, *, id: str | None = None) -> Accepted:
         request_id = id or _new_id()
@@ -794,7 +824,9 @@ class DurableAgent:
         Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on."""
         request_id = _new_id()
         request = IdleRequest(id=request_id, since=since)
-        waiting = self._update("wait_for_idle", request, request_id, Idle)
+        return await self._waiting(self._update("wait_for_idle", request, request_id, Idle), timeout)
+
+    async def _waiting(self, waiting: Awaitable[Idle], timeout: float | None) -> Idle:
         if not timeout:
             return await waiting
         task = asyncio.ensure_future(waiting)

@@ -231,6 +231,9 @@ class ConversationInput(WireModel):
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     # The retried model calls of the messages carried (``DurableState.retries``).
     retries: list[RetryNote] = Field(default_factory=list)
+    # ``prompt_and_wait`` calls (``DurableAgent.run``) whose run had not ended: request id -> the
+    # message index the run began at. The client sends each again to this run, which answers it.
+    waiting_prompts: dict[str, int] = Field(default_factory=dict)
 
 
 class PromptRequest(WireModel):

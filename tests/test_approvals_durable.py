@@ -288,7 +288,9 @@ async def test_a_conversation_recovered_from_its_file_asks_again(
 
 async def test_a_wait_outlasts_continue_as_new(temporal_client: Client, tmp_path: Path) -> None:
     """A wait of days gathers history (updates, signals, polls): once it is due to continue as new,
-    the run is set aside and the next run asks again, with the same request time; the call runs once."""
+    the run is set aside and the next run asks again, with the same request time; the call runs once.
+    Clients waiting for the run's end (``run``, ``wait_for_idle``) do not keep the conversation from
+    rolling over: their waits go on in the next run, and end with the run."""
     runs: list[dict[str, Any]] = []
     model = ScriptedModel([tool_calls([call("c1", service="web")]), text("Deployed after the roll-over.")])
     limits = FAST_LIMITS.model_copy(update={"continue_as_new_after_events": 60})
@@ -297,9 +299,10 @@ async def test_a_wait_outlasts_continue_as_new(temporal_client: Client, tmp_path
     ) as h:
         agent = await h.agents.start("approve-can", model=scripted_model(), tools=["deploy"])
         first_run = (await agent.handle.describe()).run_id
-        await agent.prompt("Deploy web.")
+        running = asyncio.ensure_future(agent.run("Deploy web.", timeout=60))
         events: list[AgentEvent] = []
         await read_until(agent, events, "tool_approval_requested")
+        idle = asyncio.ensure_future(agent.wait_for_idle(timeout=60))
         [asked] = await agent.pending_approvals()
         # Each accepted update is history: enough of them and the conversation is due to roll over.
         for index in range(40):
@@ -309,14 +312,19 @@ async def test_a_wait_outlasts_continue_as_new(temporal_client: Client, tmp_path
         assert (await agent.handle.describe()).run_id != first_run, (
             "the waiting conversation never continued as new"
         )
+        assert not running.done() and not idle.done()
         await read_until(agent, events, "tool_approval_requested", 2)
         [pending] = await agent.pending_approvals()
         assert (pending.tool_call_id, pending.requested_at) == ("c1", asked.requested_at)
         assert (await agent.get_state()).status == AWAITING_APPROVAL
         await agent.approve("c1")
         await read_until(agent, events, "agent_end")
+        result = await running
+        await idle
         await agent.wait_for_idle(timeout=30)
         assert runs == [{"service": "web"}]
+        assert [m.role for m in result.messages] == ["user", "assistant", "toolResult", "assistant"]
+        assert result.messages[-1].text == "Deployed after the roll-over."  # type: ignore[union-attr]
         messages = (await agent.get_state()).messages
         assert [m.role for m in messages][-3:] == ["assistant", "toolResult", "assistant"]
         assert messages[-1].text == "Deployed after the roll-over."

@@ -47,10 +47,16 @@ with workflow.unsafe.imports_passed_through():
 
 from .state import ConversationState, _refuse
 
+# ``prompt_and_wait`` calls whose start is kept while their run goes on (the oldest give way).
+WAITING_PROMPTS_KEPT = 100
+
 
 class CommandHandlers(ConversationState):
     @workflow.update(name="prompt")
     async def prompt(self, request: PromptRequest) -> Accepted:
+        return self._accept_prompt(request)
+
+    def _accept_prompt(self, request: PromptRequest) -> Accepted:
         if self._seen(request.id):
             return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
         self._remember(request.id)
@@ -180,32 +186,68 @@ class CommandHandlers(ConversationState):
     def _validate_set_system_prompt(self, request: SetSystemPromptRequest) -> None:
         self._refuse_if_busy("set_system_prompt")
 
+    @workflow.update(name="prompt_and_wait")
+    async def prompt_and_wait(self, request: PromptRequest) -> Idle:
+        """``prompt``, answered when the run it starts has ended (``DurableAgent.run``): the run's
+        messages, its answer last. The entries it made are in this workflow's history then, and in
+        the session file within ``FLUSH_DELAY`` or with the next run, as for a turn read by its
+        events (``wait_for_idle`` waits for the file too): waiting for the write would cost every
+        such turn one more activity or workflow task."""
+        since = self.waiting_prompts.get(request.id)
+        if since is None:  # (else sent again after the run before this one continued as new)
+            accepted = self._accept_prompt(request)
+            if accepted.status == "duplicate":
+                return Idle(id=request.id, status="duplicate", message_count=accepted.message_count)
+            since = self.waiting_prompts[request.id] = accepted.message_count
+            while len(self.waiting_prompts) > WAITING_PROMPTS_KEPT:  # (callers that went away)
+                del self.waiting_prompts[next(iter(self.waiting_prompts))]
+        idle = await self._until_idle(request.id, since, written=False)
+        self.waiting_prompts.pop(request.id, None)
+        return idle
+
+    @prompt_and_wait.validator
+    def _validate_prompt_and_wait(self, request: PromptRequest) -> None:
+        self._validate_prompt(request)
+
     @workflow.update(name="wait_for_idle")
     async def wait_for_idle(self, request: IdleRequest) -> Idle:
-        # Entries waiting for the next run are written now, while someone waits.
-        self.idle_waiters += 1
+        return await self._until_idle(request.id, request.since, written=True)
+
+    async def _until_idle(self, request_id: str, since: int | None, *, written: bool) -> Idle:
+        """Wait until no run is active (and, if ``written``, every entry is in the session file).
+
+        A conversation continuing as new first lets every handler finish: a wait still going on
+        then (a run waiting for a person's approval) is refused as ``ROLLING_OVER``, and the client
+        sends it again, to the next run, where it goes on."""
+        # Entries waiting for the next run are written now, while someone waits for them.
+        if written:
+            self.idle_waiters += 1
         try:
             await workflow.wait_condition(
                 lambda: (
                     (
                         self.initialized
                         and not self._busy()
-                        and (not self.transcript.unwritten or self.write_blocked)
+                        and (not written or not self.transcript.unwritten or self.write_blocked)
                     )
                     or self.import_error is not None
+                    or self.rolling_over
                 )
             )
         finally:
-            self.idle_waiters -= 1
+            if written:
+                self.idle_waiters -= 1
         if self.import_error is not None:
+            self.waiting_prompts.pop(request_id, None)
             raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
-        if self.transcript.unwritten:
+        self._refuse_if_rolling_over()
+        if written and self.transcript.unwritten:
             # The entries are kept; the next run tries again. Waiting would never end meanwhile.
             raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
-        idle = Idle(id=request.id, message_count=self.transcript.message_count)
-        if request.since is not None:
+        idle = Idle(id=request_id, message_count=self.transcript.message_count)
+        if since is not None:
             # What a client that waited for the run's end reads next, without a query.
-            page = self.get_messages(MessagesQuery(start=request.since))
+            page = self.get_messages(MessagesQuery(start=since))
             idle.messages, idle.start = page.messages, page.start
         return idle
 

@@ -95,6 +95,7 @@ class ConversationWorkflow(
         self._streaming_payloads = []
         self._retry = None
         self.retries = list(inp.retries)
+        self.waiting_prompts = dict(inp.waiting_prompts)
         self._publishers = OrderedDict()
         self.rolling_over = False
         self.session_id = inp.session_id
@@ -555,5 +556,6 @@ class ConversationWorkflow(
             schedules=self.schedules,
             pending_approvals=self.approvals_to_carry,
             retries=self.retries,
+            waiting_prompts=self.waiting_prompts,
         )
         workflow.continue_as_new(args=[carry, stream_state])

@@ -195,6 +195,7 @@ class ConversationState:
     # The history length when the current run started (see ``_index_runs_that_outlast_their_task``).
     _run_started_at: int
     idle_waiters: int
+    waiting_prompts: dict[str, int]
     _index_running: bool
     _index_deferred: bool
     # The workflow is the stream's only writer, so it tracks the log itself: the offset the next
