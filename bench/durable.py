@@ -95,7 +95,7 @@ def _idle_delays(history: Any, returned: list[float]) -> tuple[list[float], list
             remote_call_ended = scheduled.get(attributes.scheduled_event_id) == "llm.stream"
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             attributes = event.workflow_execution_update_accepted_event_attributes
-            if attributes.accepted_request.input.name == "wait_for_idle":
+            if attributes.accepted_request.input.name in ("wait_for_idle", "prompt_and_wait"):
                 waits.add(attributes.protocol_instance_id)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
             if event.workflow_execution_update_completed_event_attributes.meta.update_id in waits:
@@ -124,10 +124,12 @@ async def in_process_turns(model: Model, turns: int, stream_fn: Any = None) -> l
     return samples
 
 
-async def _warm_clock(s: Stack, warmup: int, subscribe: bool = True, since: bool = False) -> TurnClock:
+async def _warm_clock(
+    s: Stack, warmup: int, subscribe: bool = True, since: bool = False, run: bool = False
+) -> TurnClock:
     """A new conversation with its subscriber (unless not ``subscribe``, or ``since``: see
     ``TurnClock``), past its first ``warmup`` tool turns."""
-    clock = await TurnClock(await s.start_agent(), subscribe=subscribe, since=since).start()
+    clock = await TurnClock(await s.start_agent(), subscribe=subscribe, since=since, run=run).start()
     for _ in range(warmup):
         await clock.turn("/tools 1")
     return clock
@@ -149,15 +151,18 @@ async def single(
     rounds: int = 1,
     subscribe: bool = True,
     since: bool = False,
+    run: bool = False,
     **options: Any,
 ) -> list[Row]:
     """One conversation's tool turns. With ``rounds`` > 1, each round on a stack of its own (the
     machine's state changes from minute to minute): latencies pooled, CPU figures as the median.
     Without ``subscribe`` each turn is read by ``wait_for_idle`` and ``get_state`` (no subscriber);
-    with ``since``, by ``wait_for_idle(since=...)`` alone."""
+    with ``since``, by ``wait_for_idle(since=...)`` alone; with ``run``, by ``run`` (one update)."""
     section = f"1. one conversation ({model_kind})"
-    subscribe = subscribe and not since
-    if since:
+    subscribe = subscribe and not since and not run
+    if run:
+        section += ", read by run"
+    elif since:
         section += ", read by wait_for_idle(since=...)"
     elif not subscribe:
         section += ", read by wait_for_idle + get_state"
@@ -172,7 +177,7 @@ async def single(
     idle_client: list[float] = []
     for index in range(rounds):
         async with stack(model=model_kind, **options) as s:
-            clock = await _warm_clock(s, 10, subscribe, since)
+            clock = await _warm_clock(s, 10, subscribe, since, run)
             before = s.cpu()
             samples += [await clock.turn("/tools 1") for _ in range(turns)]
             after = s.cpu()
@@ -194,9 +199,10 @@ async def single(
                     stream_fn = _ForgetfulModel(scripted_turn)
                 local = await in_process_turns(s.model(), turns, stream_fn)
     overhead = [sample - pct(local, 50) for sample in samples]
+    waited = "run" if run else "wait_for_idle"
     idle = [
-        _lat_row(section, "wait_for_idle done after the run's end, in the history", idle_history),
-        _lat_row(section, "wait_for_idle returned after the run's end", idle_client),
+        _lat_row(section, f"{waited} done after the run's end, in the history", idle_history),
+        _lat_row(section, f"{waited} returned after the run's end", idle_client),
     ]
     return [
         Row(
@@ -218,9 +224,9 @@ async def single(
 # ---------------------------------------------------------------------- 2. many conversations, paced
 
 
-async def _start_many(s: Stack, count: int, subscribe: bool = True) -> list[TurnClock]:
+async def _start_many(s: Stack, count: int, subscribe: bool = True, run: bool = False) -> list[TurnClock]:
     agents = await asyncio.gather(*(s.start_agent() for _ in range(count)))
-    clocks = (TurnClock(agent, subscribe=subscribe).start() for agent in agents)
+    clocks = (TurnClock(agent, subscribe=subscribe, run=run).start() for agent in agents)
     return list(await asyncio.gather(*clocks))
 
 
@@ -309,17 +315,22 @@ async def burst(
     model_kind: str = "loopback",
     subscribe: bool = True,
     rounds: int = 1,
+    run: bool = False,
     **options: Any,
 ) -> list[Row]:
     """All conversations start at once and run ``turns`` tool turns back to back. With ``rounds`` >
     1, each round on a stack of its own: rates and CPU as the median, latencies pooled, failures
     summed, memory from the round with the median rate."""
     label = f"2. burst: {sessions} conversations x {turns} tool turns ({model_kind})"
-    if not subscribe:
+    if run:
+        label += ", read by run"
+    elif not subscribe:
         label += ", no subscribers"
     if rounds > 1:
         label += f", {rounds} rounds"
-    results = [await _burst_round(sessions, turns, model_kind, subscribe, options) for _ in range(rounds)]
+    results = [
+        await _burst_round(sessions, turns, model_kind, subscribe, run, options) for _ in range(rounds)
+    ]
     rates = [r.rate for r in results]
     cpu = [statistics.median(r.cpu[index] for r in results) for index in range(4)]
     failures = sum(r.failures for r in results)
@@ -355,10 +366,10 @@ async def burst(
 
 
 async def _burst_round(
-    sessions: int, turns: int, model_kind: str, subscribe: bool, options: dict[str, Any]
+    sessions: int, turns: int, model_kind: str, subscribe: bool, run: bool, options: dict[str, Any]
 ) -> _BurstRound:
     async with stack(model=model_kind, **options) as s:
-        clocks = await _start_many(s, sessions, subscribe)
+        clocks = await _start_many(s, sessions, subscribe, run)
         await asyncio.sleep(1.0)  # the starts' first workflow tasks settle: idle memory
         idle_rss = s.worker_rss()
         failures = 0
@@ -641,6 +652,7 @@ async def server_ops(
     pause: float = 0.0,
     subscribe: bool = True,
     since: bool = False,
+    run: bool = False,
     **options: Any,
 ) -> list[Row]:
     """Requests the server handles per watched tool turn (frontend and history services counted
@@ -649,12 +661,14 @@ async def server_ops(
     run); without ``subscribe``, each turn read by ``wait_for_idle`` and ``get_state``."""
     section = f"8. server requests per tool turn ({model_kind}"
     section += f", {pause:g} s apart" if pause else ""
-    if since:
+    if run:
+        section += ", read by run)"
+    elif since:
         section += ", read by wait_for_idle(since=...))"
     else:
         section += ")" if subscribe else ", read by wait_for_idle + get_state)"
     async with stack(model=model_kind, **options) as s:
-        clock = await _warm_clock(s, 5, subscribe, since)
+        clock = await _warm_clock(s, 5, subscribe, since, run)
         await asyncio.sleep(2)  # the server reports its counters every second
         before = _server_counters(s)
         for _ in range(turns):

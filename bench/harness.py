@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
-from agentcore.protocol import Accepted, ConversationLimits
+from agentcore.protocol import Accepted, ConversationLimits, Idle
 from agentcore.temporal import DevServer
 from agentcore.testing.scripted import scripted_model
 
@@ -183,13 +183,16 @@ async def stack(
 class TurnClock:
     """One subscriber per conversation; ``turn()`` = prompt sent -> ``agent_end`` received."""
 
-    def __init__(self, agent: DurableAgent, *, subscribe: bool = True, since: bool = False) -> None:
+    def __init__(
+        self, agent: DurableAgent, *, subscribe: bool = True, since: bool = False, run: bool = False
+    ) -> None:
         self.agent = agent
         # Without a subscriber a turn is read as a client without one reads it: ``wait_for_idle``,
         # then the answer from ``get_state`` (no streaming traffic); with ``since``, the answer from
-        # ``wait_for_idle(since=...)`` itself (no query).
-        self.subscribe = subscribe and not since
+        # ``wait_for_idle(since=...)`` itself (no query); with ``run``, from ``run`` (one update).
+        self.subscribe = subscribe and not since and not run
         self.since = since
+        self.run = run
         self.queue: asyncio.Queue[tuple[str, float, Any]] = asyncio.Queue()
         self.task: asyncio.Task[None] | None = None
         # Without a subscriber: when each ``wait_for_idle`` returned (wall clock, as the server's
@@ -213,6 +216,12 @@ class TurnClock:
     async def turn(self, text: str, *, timeout: float = 60) -> float:
         """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber."""
         started = time.perf_counter()
+        if self.run:
+            idle = await self._run(text, timeout)
+            self.idle_at.append(time.time())
+            if idle.messages[-1].role != "assistant":
+                raise RuntimeError("ended without the answer")
+            return time.perf_counter() - started
         accepted = await self._prompt(text)
         if self.since:
             idle = await self.agent.wait_for_idle(timeout, since=accepted.message_count)
@@ -230,6 +239,16 @@ class TurnClock:
             kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
             if kind == "agent_end":
                 return at - started
+
+    async def _run(self, text: str, timeout: float) -> Idle:
+        from agentcore.errors import AgentBusyError
+
+        for _ in range(200):
+            try:
+                return await self.agent.run(text, timeout=timeout)
+            except AgentBusyError:
+                await asyncio.sleep(0.002)  # (as in ``_prompt``)
+        raise RuntimeError("agent stayed busy")
 
     async def _prompt(self, text: str) -> Accepted:
         from agentcore.errors import AgentBusyError

@@ -37,7 +37,9 @@ def _replayer() -> Replayer:
 def test_recorded_histories_exist() -> None:
     names = {path.stem for path in HISTORIES}
     # Both kinds: the feature scenarios and the fault scenarios (see ``docs/versioning.md``).
-    assert {"tools-and-steering-run1", "tree-run1", "streaming-run1", "paced-run1"} <= names, names
+    assert {"tools-and-steering-run1", "tree-run1", "streaming-run1", "paced-run1", "run-run1"} <= names, (
+        names
+    )
     assert any(name.startswith("fault-") for name in names), names
 
 

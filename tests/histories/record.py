@@ -349,6 +349,61 @@ async def record_approvals(client: Client, workdir: Path) -> dict[str, str]:
     return histories
 
 
+async def record_run(client: Client, workdir: Path) -> dict[str, str]:
+    """Turns read by ``run`` (the ``prompt_and_wait`` update): a tool turn, one steered while its
+    tool runs, one sent twice with the same id, then one whose tool waits for approval while the
+    conversation continues as new (the wait is refused as ROLLING_OVER there and answered by the
+    next run), with a ``wait_for_idle`` waiting beside it."""
+    from tests.durable_support import FAST_LIMITS
+    from tests.test_approvals import deploy_tool
+
+    def respond(context):  # type: ignore[no-untyped-def]
+        last = context.messages[-1]
+        if last.role == "user" and "add" in last.text:
+            return tool_calls([("add", {"a": 2, "b": 3})])
+        if last.role == "user" and "sleep" in last.text:
+            return tool_calls([("sleep", {"seconds": 0.5})])
+        if last.role == "user" and "deploy" in last.text:
+            return tool_calls([{"id": "call-deploy", "name": "deploy", "arguments": {"service": "web"}}])
+        return text(f"reply to {last.role}")
+
+    limits = FAST_LIMITS.model_copy(update={"continue_as_new_after_events": 120})
+    tools = [add_tool(), sleep_tool(), deploy_tool([], approval_timeout_seconds=60)]
+    histories: dict[str, str] = {}
+    async with running_worker(client, workdir, ScriptedModel(respond), tools=tools, limits=limits) as h:
+        agent = await h.agents.start(
+            "run", AgentOptions(model=scripted_model(), tools=["add", "sleep", "deploy"])
+        )
+        await agent.run("please add", timeout=30)
+        steered = asyncio.ensure_future(agent.run("please sleep", timeout=30))
+        await asyncio.sleep(0.2)
+        await agent.steer("steering message")
+        await steered
+        await asyncio.gather(
+            agent.run("thanks", id="same", timeout=30), agent.run("thanks", id="same", timeout=30)
+        )
+        first_run = (await agent.handle.describe()).run_id
+        offset = await agent.event_offset()
+        waiting = asyncio.ensure_future(agent.run("please deploy", timeout=60))
+        async for _, event in agent.events(offset):
+            if event.type == "tool_approval_requested":
+                break
+        idle = asyncio.ensure_future(agent.wait_for_idle(timeout=60))
+        for index in range(60):  # history grows while it waits, until it continues as new
+            if (await agent.handle.describe()).run_id != first_run:
+                break
+            await agent.set_session_name(f"name {index}")
+        await asyncio.sleep(0.5)
+        await agent.approve("call-deploy")
+        await waiting
+        await idle
+        executions = [e async for e in client.list_workflows(f'WorkflowId = "{agent.session_id}"')]
+        for number, execution in enumerate(sorted(executions, key=lambda e: e.start_time), start=1):
+            handle = client.get_workflow_handle(agent.session_id, run_id=execution.run_id)
+            histories[f"run-run{number}"] = (await handle.fetch_history()).to_json()
+    return histories
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -366,6 +421,7 @@ async def main() -> None:
             "subagents": record_subagents,
             "wakeups": record_wakeups,
             "approvals": record_approvals,
+            "run": record_run,
         }
         histories: dict[str, str] = {}
         for name, recorder in recorders.items():
