@@ -61,7 +61,7 @@ from .messages import (
     parse_message,
 )
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
-from .protocol import ConversationLimits, within_last_minute
+from .protocol import ConversationLimits, Idle, within_last_minute
 from .providers.errors import is_context_overflow
 from .runtime import AbortSignal, StreamFn, ToolUpdate
 from .state import AgentOptions, AgentState, GetApiKey
@@ -216,6 +216,18 @@ class Agent:
         self._check_limits(len(messages))
         self._count_messages(len(messages))
         await self._run(messages)
+
+    async def run(
+        self, input: PromptInput, images: Sequence[ImageContent | dict[str, Any]] | None = None
+    ) -> Idle:
+        """``prompt``, answered with the run's messages, the answer last (``Idle.messages``, from
+        ``Idle.start``): the same call as ``DurableAgent.run``. (A context compacted during the run
+        holds fewer messages: then those from the compaction's summary on.)"""
+        start = len(self._state.messages)
+        await self.prompt(input, images)
+        messages = self._state.messages
+        start = min(start, len(messages))
+        return Idle(id="", message_count=len(messages), messages=list(messages[start:]), start=start)
 
     async def continue_(self) -> None:
         """Continue from the transcript as it stands (pi's ``continue``).

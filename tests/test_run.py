@@ -11,7 +11,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from agentcore import AgentBusyError, AgentOptions, AgentTool, AgentToolResult
+from agentcore import Agent, AgentBusyError, AgentOptions, AgentTool, AgentToolResult
 from agentcore.session import JsonlSessionStorage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import eventually, running_worker
@@ -144,3 +144,22 @@ async def test_an_aborted_run_returns_what_it_made(temporal_client: Client, tmp_
         assert [m.role for m in result.messages][:2] == ["user", "assistant"]
         assert result.messages[-1].role in ("toolResult", "assistant")
         assert not (await agent.get_state()).is_streaming
+
+
+async def test_run_answers_as_the_in_process_agent_does(temporal_client: Client, tmp_path: Path) -> None:
+    def summary(idle: Any) -> tuple[int, int, list[tuple[str, str]]]:
+        return idle.start, idle.message_count, [(m.role, m.text) for m in idle.messages]
+
+    local = Agent(model=scripted_model(), tools=[_noop()], stream_fn=ScriptedModel(_tool_then_answer))
+    expected = [summary(await local.run("one")), summary(await local.run("two"))]
+    assert expected[1][0] == 4 and expected[1][2][-1] == ("assistant", "answer 2")
+    async with running_worker(
+        temporal_client, tmp_path, ScriptedModel(_tool_then_answer), tools=[_noop()]
+    ) as h:
+        agent = await h.agents.start(
+            f"run-{uuid.uuid4().hex[:8]}", AgentOptions(model=scripted_model(), tools=["noop"])
+        )
+        assert [
+            summary(await agent.run("one", timeout=20)),
+            summary(await agent.run("two", timeout=20)),
+        ] == expected
