@@ -243,13 +243,16 @@ async def test_approve_after_the_worker_restarted_runs_the_tool_once(
     events: list[AgentEvent] = []
     async with worker():
         agent = await agents.start("approve-restart", model=scripted_model(), tools=["deploy"])
-        await agent.prompt("Deploy web.")
+        # A client waiting for the run's end (``run``): its wait is the workflow's, and outlasts the worker.
+        running = asyncio.ensure_future(agent.run("Deploy web.", timeout=60))
         await read_until(agent, events, "tool_approval_requested")
     # No worker now: the conversation still answers nothing, but its wait is in its history.
     async with worker():
         await agent.approve("c1")
         await read_until(agent, events, "agent_end")
+        result = await running
         await agent.wait_for_idle(timeout=30)
+    assert result.messages[-1].text == "Deployed after the restart."  # type: ignore[union-attr]
     assert runs == [{"service": "web"}]
     assert [e.decision for e in of(events, "tool_approval_resolved")] == ["approved"]
     assert tool_results(events)[0].content[0].text == "deployed web x1"
