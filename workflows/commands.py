@@ -219,20 +219,20 @@ class CommandHandlers(ConversationState):
         A conversation continuing as new first lets every handler finish: a wait still going on
         then (a run waiting for a person's approval) is refused as ``ROLLING_OVER``, and the client
         sends it again, to the next run, where it goes on."""
+
+        def ready() -> bool:
+            return (
+                self.initialized
+                and not self._busy()
+                and (not written or not self.transcript.unwritten or self.write_blocked)
+            )
+
         # Entries waiting for the next run are written now, while someone waits for them.
         if written:
             self.idle_waiters += 1
         try:
             await workflow.wait_condition(
-                lambda: (
-                    (
-                        self.initialized
-                        and not self._busy()
-                        and (not written or not self.transcript.unwritten or self.write_blocked)
-                    )
-                    or self.import_error is not None
-                    or self.rolling_over
-                )
+                lambda: ready() or self.import_error is not None or self.rolling_over
             )
         finally:
             if written:
@@ -240,7 +240,8 @@ class CommandHandlers(ConversationState):
         if self.import_error is not None:
             self.waiting_prompts.pop(request_id, None)
             raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
-        self._refuse_if_rolling_over()
+        if not ready():
+            self._refuse_if_rolling_over()
         if written and self.transcript.unwritten:
             # The entries are kept; the next run tries again. Waiting would never end meanwhile.
             raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
