@@ -282,17 +282,23 @@ async def test_cli_commands_against_a_demo_deployment(temporal_client: Client, t
                 env["AGENTCORE_ENCRYPTION_KEY"] = key
                 continue
             argv = shlex.split(command)
+            run_env = env
             if argv == ["agentcore", "dev"]:
-                # Its own embedded server, encrypted, on free ports; one scripted question.
+                # Its own embedded server, encrypted, on free ports; one scripted question. Not this
+                # test's server and task queue: `agentcore dev` attaches to a TEMPORAL_ADDRESS given,
+                # and this process's worker (no key) would take some of its tasks.
                 argv += ["--once", "hello", "--port", "0", "--no-ui", "--demo-port", "0", "--codec-port", "0"]
                 argv += ["--data-dir", str(tmp_path / "encrypted")]
+                run_env = {k: v for k, v in env.items() if k not in ("TEMPORAL_ADDRESS", "AGENTCORE_TASK_QUEUE")}
             result = await asyncio.to_thread(
-                subprocess.run, argv, cwd=tmp_path, env=env, input="/state\n/quit\n",
+                subprocess.run, argv, cwd=tmp_path, env=run_env, input="/state\n/quit\n",
                 capture_output=True, text=True, timeout=90,
             )  # fmt: skip
             output = result.stdout + result.stderr
             assert result.returncode == 0, (command, output)
             assert EXPECTED.get(command, "") in output, (command, output)
+            if run_env is not env:  # (the embedded server, not this test's)
+                assert env["TEMPORAL_ADDRESS"] not in output, output
         assert env.get("AGENTCORE_ENCRYPTION_KEY")
 
 
