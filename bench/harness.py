@@ -14,23 +14,25 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from temporalio.client import Client
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
-from agentcore.protocol import Accepted, ConversationLimits, Idle
+from agentcore.protocol import ConversationLimits
 from agentcore.temporal import DevServer
 from agentcore.testing.scripted import scripted_model
 
 from ._procs import Child, children, cpu_seconds, rss_bytes, spawn
+
+T = TypeVar("T")
 
 # The bench drives conversations far faster than SPEC-9.1's per-conversation rate limits allow a
 # user to; they are raised so the figures measure the runtime, not the limiter.
@@ -214,50 +216,38 @@ class TurnClock:
         return self
 
     async def turn(self, text: str, *, timeout: float = 60) -> float:
-        """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber."""
+        """Seconds from sending the prompt until its ``agent_end`` reaches the subscriber (without
+        one, until the call that waits for the run's end returns)."""
         started = time.perf_counter()
         if self.run:
-            idle = await self._run(text, timeout)
+            idle = await self._unless_busy(lambda: self.agent.run(text, timeout=timeout))
             self.idle_at.append(time.time())
-            if idle.messages[-1].role != "assistant":
-                raise RuntimeError("ended without the answer")
-            return time.perf_counter() - started
-        accepted = await self._prompt(text)
-        if self.since:
-            idle = await self.agent.wait_for_idle(timeout, since=accepted.message_count)
+            last = idle.messages[-1]
+        else:
+            accepted = await self._unless_busy(lambda: self.agent.prompt(text))
+            if self.subscribe:
+                while True:
+                    kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
+                    if kind == "agent_end":
+                        return at - started
+            idle = await self.agent.wait_for_idle(
+                timeout, since=accepted.message_count if self.since else None
+            )
             self.idle_at.append(time.time())
-            if idle.messages[-1].role != "assistant":
-                raise RuntimeError("idle without the answer")
-            return time.perf_counter() - started
-        if not self.subscribe:
-            await self.agent.wait_for_idle(timeout)
-            self.idle_at.append(time.time())
-            if (await self.agent.get_state()).messages[-1].role != "assistant":
-                raise RuntimeError("idle without the answer")
-            return time.perf_counter() - started
-        while True:
-            kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
-            if kind == "agent_end":
-                return at - started
+            last = idle.messages[-1] if self.since else (await self.agent.get_state()).messages[-1]
+        if last.role != "assistant":
+            raise RuntimeError("the run ended without the answer")
+        return time.perf_counter() - started
 
-    async def _run(self, text: str, timeout: float) -> Idle:
+    async def _unless_busy(self, send: Callable[[], Awaitable[T]]) -> T:
+        """``send()``, again while the conversation is still busy with the run before: its
+        ``agent_end`` is published a moment before the run's bookkeeping ends."""
         from agentcore.errors import AgentBusyError
 
         for _ in range(200):
             try:
-                return await self.agent.run(text, timeout=timeout)
+                return await send()
             except AgentBusyError:
-                await asyncio.sleep(0.002)  # (as in ``_prompt``)
-        raise RuntimeError("agent stayed busy")
-
-    async def _prompt(self, text: str) -> Accepted:
-        from agentcore.errors import AgentBusyError
-
-        for _ in range(200):
-            try:
-                return await self.agent.prompt(text)
-            except AgentBusyError:
-                # agent_end is published a moment before the run's bookkeeping ends.
                 await asyncio.sleep(0.002)
         raise RuntimeError("agent stayed busy")
 
