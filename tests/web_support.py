@@ -226,11 +226,25 @@ class Browser:
             if value:
                 return value
             if time.monotonic() > deadline:
-                body = await self.js("return document.body.innerText")
                 raise AssertionError(
-                    f"timed out waiting for {what or script}; the page says:\n{body[-3000:]}"
+                    f"timed out waiting for {what or script}; the page says:\n{await self.page_text()}"
                 )
             await asyncio.sleep(0.1)
+
+    async def page_text(self) -> str:
+        """What a failure should show: the open conversation (not the sidebar's list, which can be
+        long on a shared server), the notice and the box, and the page's own view of the chat."""
+        return str(
+            await self.js(
+                "const c = window.agentcoreChat || {};"
+                " const main = document.querySelector('main:not([hidden])') || document.body;"
+                " const state = {runs: c.runs, running: c.running, connected: c.connected,"
+                " status: (document.querySelector('#chat-status') || {}).textContent,"
+                " toast: (document.querySelector('#toast:not([hidden])') || {}).innerText,"
+                " box: (document.querySelector('#message') || {}).value};"
+                " return JSON.stringify(state) + '\\n' + main.innerText.slice(-3000)"
+            )
+        )
 
     async def type(self, css: str, text: str) -> None:
         from selenium.webdriver.common.by import By
