@@ -326,6 +326,37 @@ async def ask_twice_and_regenerate(
     return first_leaf
 
 
+async def test_a_run_that_ends_before_the_send_is_answered_leaves_the_page_idle(
+    web: WebDeployment, browser: Browser
+) -> None:
+    """A quick run can end, its events streamed, before the reply to the send that started it
+    reaches the page (a prompt is answered when its workflow task ends, and a quick run's local model
+    calls and tool end in that task). The late reply must not mark the page running again: it stayed
+    "Thinking" with no run going (seen once in CI as a regeneration that never ended)."""
+    agent = await web.start()
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    # Hold the reply to the send until the run's events have been applied.
+    await browser.js(
+        "const real = window.fetch; window.sendReplied = false;"
+        " window.fetch = async (...args) => {"
+        "   const response = await real(...args);"
+        "   if (String(args[0]).endsWith('/messages')) {"
+        "     while (window.agentcoreChat.runs < 1) await new Promise((ok) => setTimeout(ok, 20));"
+        "     setTimeout(() => { window.sendReplied = true; }, 0);"
+        "   }"
+        "   return response;"
+        " };"
+    )
+    await send(browser, "What is 3 * 20?")
+    await browser.wait_for("return window.sendReplied", what="the send's reply")
+    await runs_ended(browser, 1)
+    assert await browser.js("return document.querySelector('#activity').hidden")
+    assert "3 * 20 = 60." in await browser.js(
+        "return [...document.querySelectorAll('.message.assistant .body')].map(b => b.innerText).join()"
+    )
+
+
 async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(
     web: WebDeployment, browser: Browser
 ) -> None:

@@ -311,6 +311,7 @@ const chat = {
   waitingSince: null, // when the page began waiting for a first token or a tool
   waitingFor: "",
   runs: 0, // runs seen ending (agent_end) since the page was opened
+  starts: 0, // and starting (agent_start)
   applied: [], // offsets of the events applied, in order (what the page has shown, for inspection)
   connected: true, // the event stream is open (the controls that need the server follow it)
   status: "idle",
@@ -883,6 +884,7 @@ function applyEvent(offset, event) {
   const stick = nearBottom();
   switch (event.type) {
     case "agent_start":
+      chat.starts += 1;
       setRunning(true);
       waiting("Thinking");
       break;
@@ -1142,12 +1144,15 @@ async function send(mode) {
     return;
   }
   box.value = "";
+  const startsBefore = chat.starts;
   try {
     const sent = await api(`/api/conversations/${encodeURIComponent(chat.session)}/messages`, {
       json: { text, mode, id: newId() },
     });
     if (sent.delivered_as !== "prompt") await refreshQueues();
-    else {
+    else if (chat.starts === startsBefore) {
+      // Shown running until the run's own events say more. A quick run's events (its end
+      // included) can come before this reply: they have then said it all.
       setRunning(true);
       waiting("Thinking");
     }
