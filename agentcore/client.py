@@ -32,6 +32,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
@@ -109,6 +110,7 @@ from .session import (
 )
 from .session.branching import copy_session, fork_session
 from .state import AgentOptions
+from .temporal.codec import EncryptionKeyError
 from .temporal.connect import ConnectionSettings, ensure_data_converter, search_attribute_keys
 from .temporal.payloads import PAYLOADS_SUBDIR
 from .tools import AgentTool, ToolSpec
@@ -509,6 +511,9 @@ UPDATE_REFUSED_RETRY_SECONDS = 60.0
 
 # Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
 # an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
+# How long ``terminate`` waits for a conversation to name its schedules: a worker that runs it answers
+# in milliseconds; one that does not (none running, or its tasks failing) must not stop a terminate.
+TERMINATE_ASK_SECONDS = 5.0
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
 
 
@@ -895,8 +900,26 @@ class DurableAgent:
 
     async def terminate(self, reason: str | None = None) -> None:
         """End the conversation for good, deleting its schedules first (its session file stays:
-        ``AgentClient.recover`` starts it again). To stop a turn, ``abort`` instead."""
-        for item in await self.list_schedules():
+        ``AgentClient.recover`` starts it again). To stop a turn, ``abort`` instead.
+
+        A conversation that cannot say which schedules it has (no worker runs it, or its workflow
+        tasks fail) is terminated all the same after ``TERMINATE_ASK_SECONDS``; its schedules then
+        delete themselves when they next fire."""
+        try:
+            schedules = (
+                await self.handle.query(
+                    "get_state",
+                    result_type=DurableState,
+                    rpc_timeout=timedelta(seconds=TERMINATE_ASK_SECONDS),
+                )
+            ).schedules
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise self._map_rpc(err) from None
+            schedules = []
+        except (WorkflowQueryFailedError, EncryptionKeyError):
+            schedules = []
+        for item in schedules:
             try:
                 await self.client.get_schedule_handle(item.id).delete()
             except RPCError as err:

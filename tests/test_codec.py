@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import urllib.error
@@ -13,10 +14,12 @@ import pytest
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.api.failure.v1 import Failure
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
 from agentcore import AgentOptions
+from agentcore.client import AgentClient
 from agentcore.temporal import DATA_CONVERTER, ensure_data_converter
 from agentcore.temporal.codec import (
     EncryptionCodec,
@@ -41,6 +44,12 @@ def test_round_trip_key_mismatch_and_clear_payloads_pass_through() -> None:
     assert codec.decode_sync([clear]) == [clear]  # written before encryption was switched on
     with pytest.raises(EncryptionKeyError, match="AGENTCORE_ENCRYPTION_KEY"):
         EncryptionCodec(os.urandom(32)).decode_sync([sealed])
+    # A process without a key names the missing key (not "Unknown payload encoding").
+    with pytest.raises(
+        EncryptionKeyError, match=f"{codec.key_id.decode()}.*no key.*AGENTCORE_ENCRYPTION_KEY"
+    ):
+        DATA_CONVERTER.payload_converter.from_payloads([sealed])
+    assert DATA_CONVERTER.payload_converter.to_payloads(["hello"])[0].metadata["encoding"] == b"json/plain"
 
 
 def test_key_from_the_environment() -> None:
@@ -134,6 +143,53 @@ async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
         server.stop()
 
 
+def _messages(failure: Failure) -> str:
+    """A failure's message and its causes'."""
+    messages = []
+    while failure.message:
+        messages.append(failure.message)
+        failure = failure.cause
+    return ": ".join(messages)
+
+
+async def test_a_process_without_the_key_says_so(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
+    """A client or a worker started without the key, beside processes with it: its calls fail, and
+    the workflow tasks it takes fail, with an error that names the missing key."""
+    config = temporal_env.client.config()
+    config["data_converter"] = with_codec(DATA_CONVERTER, EncryptionCodec(os.urandom(32)))
+    keyed = Client(**config)
+    model = ScriptedModel(lambda context: text("Noted."))
+    # Only a worker without the key serves this queue.
+    async with running_worker(temporal_env.client, tmp_path, model) as keyless:
+        encrypted = AgentClient(keyed, task_queue=keyless.task_queue, sessions_dir=keyless.sessions_dir)
+        agent = await encrypted.start("no-key", AgentOptions(model=scripted_model()))
+        handle = temporal_env.client.get_workflow_handle("no-key")
+        for _ in range(100):
+            failed = [
+                _messages(e.workflow_task_failed_event_attributes.failure)
+                for e in (await handle.fetch_history()).events
+                if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+            ]
+            if failed:
+                break
+            await asyncio.sleep(0.1)
+        assert failed and "no key" in failed[0] and "AGENTCORE_ENCRYPTION_KEY" in failed[0], failed
+        # And it can still be terminated (it cannot name its schedules).
+        await agent.terminate("test over")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+    # A client without the key reading an encrypted conversation.
+    async with running_worker(keyed, tmp_path, model) as with_key:
+        agent = await with_key.agents.start("no-key-2", AgentOptions(model=scripted_model()))
+        await agent.prompt("hello")
+        await agent.wait_for_idle()
+        reader = await AgentClient(
+            temporal_env.client, task_queue=with_key.task_queue, sessions_dir=with_key.sessions_dir
+        ).attach("no-key-2")
+        with pytest.raises(EncryptionKeyError, match="no key"):
+            await reader.get_state()
+        assert (await agent.get_state()).messages[-1].text == "Noted."
+
+
 async def test_stored_payloads_are_encrypted_too(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
     # The codec runs before the payload store: files beside the sessions hold ciphertext only.
     config = temporal_env.client.config()
@@ -145,7 +201,7 @@ async def test_stored_payloads_are_encrypted_too(temporal_env: WorkflowEnvironme
         big = f"{SECRET} " * 40_000  # 400 KB: stored, not inline
         await agent.prompt(big)
         await agent.wait_for_idle()
-        assert (await agent.get_state()).messages[-1].text == f"read {len(big)}"  # type: ignore[union-attr]
+        assert (await agent.get_state()).messages[-1].text == f"read {len(big)}"
         stored = list((h.sessions_dir / ".payloads").iterdir())
     assert stored and all(b"PLUM-4417" not in path.read_bytes() for path in stored)
     assert any(b"binary/encrypted" in path.read_bytes() for path in stored)

@@ -13,6 +13,7 @@ from temporalio.client import Client, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentcore import AgentOptions
+from agentcore import client as client_module
 from agentcore.cli import run
 from agentcore.errors import ScheduleNotFoundError, ValidationError
 from agentcore.messages import UserMessage
@@ -101,6 +102,20 @@ async def test_terminate_deletes_the_schedules_at_once(
         description = await agent.handle.describe()
         assert description.status is not None and description.status.name == "TERMINATED"
         assert await run([*base, "terminate", "sched-end"]) == 3  # AGENT_NOT_FOUND: nothing runs
+
+
+async def test_terminate_ends_a_conversation_no_worker_runs(
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator terminates a conversation whose workers are gone: it cannot name its schedules,
+    and is terminated all the same (its schedules go when they next fire)."""
+    monkeypatch.setattr(client_module, "TERMINATE_ASK_SECONDS", 1.0)
+    async with running_worker(temporal_client, tmp_path, echo_model()) as h:
+        agent = await h.agents.start("sched-orphan", AgentOptions(model=scripted_model()))
+        await agent.schedule("hourly", every="1h")
+    await agent.terminate("its workers are gone")
+    description = await agent.handle.describe()
+    assert description.status is not None and description.status.name == "TERMINATED"
 
 
 async def test_the_cli_makes_lists_and_deletes_schedules(

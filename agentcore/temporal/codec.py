@@ -25,9 +25,10 @@ import dataclasses
 import hashlib
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
 
 ENCRYPTION_KEY_ENV = "AGENTCORE_ENCRYPTION_KEY"
 ENCODING = b"binary/encrypted"
@@ -50,6 +51,28 @@ def parse_key(text: str) -> bytes:
     if len(key) != 32:
         raise EncryptionKeyError(f"{ENCRYPTION_KEY_ENV} must be 32 bytes (base64), not {len(key)}")
     return key
+
+
+class EncryptedPayloadConverter(EncodingPayloadConverter):
+    """Reads an encrypted payload that reached the payload converter (no codec decrypted it: this
+    process has no key) as a clear ``EncryptionKeyError``, not the SDK's "Unknown payload encoding".
+    It never encodes anything. A worker started without the key beside workers with it fails the
+    workflow tasks it takes with this message (the server gives each such task to a worker again)."""
+
+    @property
+    def encoding(self) -> str:
+        return ENCODING.decode()
+
+    def to_payload(self, value: Any) -> Payload | None:
+        return None
+
+    def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
+        key_id = payload.metadata.get("encryption-key-id", b"").decode(errors="replace")
+        raise EncryptionKeyError(
+            f"payload encrypted with key {key_id!r} and this process has no key: set "
+            f"{ENCRYPTION_KEY_ENV} as on the processes that wrote it (every client and worker of a "
+            "task queue needs the same key)"
+        )
 
 
 class EncryptionCodec(PayloadCodec):

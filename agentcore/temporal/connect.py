@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 from temporalio.client import Client, KeepAliveConfig
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, SerializationContext
+from temporalio.converter import CompositePayloadConverter, DataConverter, SerializationContext
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
 from ..search_attributes import SEARCH_ATTRIBUTES
+from .codec import EncryptedPayloadConverter
 from .payloads import with_payload_store
 
 
@@ -39,6 +40,10 @@ class AgentcorePayloadConverter(PydanticPayloadConverter):
         if shared is None:
             shared = super().__new__(cls)
             PydanticPayloadConverter.__init__(shared)
+            # Last: it encodes nothing; it only names a missing key when a payload is encrypted.
+            CompositePayloadConverter.__init__(
+                shared, *shared.converters.values(), EncryptedPayloadConverter()
+            )
             cls._shared = shared
         return shared
 
