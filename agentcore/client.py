@@ -43,7 +43,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from .approvals import PendingApproval, undecided_requests
 from .compaction import CompactionSettings
-from .errors import EXECUTION_ABORTED, AgentError, AgentNotFoundError, NamespaceNotFoundError, ValidationError
+from .errors import (
+    EXECUTION_ABORTED,
+    AgentError,
+    AgentNotFoundError,
+    EncryptionKeyError,
+    NamespaceNotFoundError,
+    ValidationError,
+)
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import (
     AssistantMessage,
@@ -110,7 +117,6 @@ from .session import (
 )
 from .session.branching import copy_session, fork_session
 from .state import AgentOptions
-from .temporal.codec import EncryptionKeyError
 from .temporal.connect import ConnectionSettings, ensure_data_converter, search_attribute_keys
 from .temporal.payloads import PAYLOADS_SUBDIR
 from .tools import AgentTool, ToolSpec

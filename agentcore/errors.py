@@ -21,6 +21,7 @@ with ``is_error=True``. Only misuse raises::
     ├── WakeupNotFoundError         WAKEUP_NOT_FOUND: no pending wake-up has that id
     ├── WakeupLimitError            WAKEUP_LIMIT: too many wake-ups pending (``max_pending_wakeups``)
     ├── ScheduleNotFoundError       SCHEDULE_NOT_FOUND: the conversation has no schedule with that id
+    ├── EncryptionKeyError          ENCRYPTION_KEY: the payload key is missing, malformed or another one
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -71,6 +72,7 @@ WAKEUP_IN_PAST = "WAKEUP_IN_PAST"
 WAKEUP_NOT_FOUND = "WAKEUP_NOT_FOUND"
 WAKEUP_LIMIT = "WAKEUP_LIMIT"
 SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
+ENCRYPTION_KEY = "ENCRYPTION_KEY"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -272,6 +274,13 @@ class PathOutsideRootError(SessionError):
     code = SESSION_PATH_OUTSIDE_ROOT
 
 
+class EncryptionKeyError(AgentError, ValueError):
+    """``AGENTCORE_ENCRYPTION_KEY`` is missing, malformed, or not the key a payload was encrypted with
+    (``agentcore.temporal.codec``)."""
+
+    code = ENCRYPTION_KEY
+
+
 _BY_CODE: dict[str, type[AgentError]] = {
     cls.code: cls
     for cls in (
@@ -290,6 +299,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         WakeupNotFoundError,
         WakeupLimitError,
         ScheduleNotFoundError,
+        EncryptionKeyError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

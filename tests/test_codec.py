@@ -18,8 +18,9 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
 
-from agentcore import AgentOptions
+from agentcore import AgentOptions, cli
 from agentcore.client import AgentClient
+from agentcore.errors import AgentError
 from agentcore.temporal import DATA_CONVERTER, ensure_data_converter
 from agentcore.temporal.codec import (
     EncryptionCodec,
@@ -152,7 +153,12 @@ def _messages(failure: Failure) -> str:
     return ": ".join(messages)
 
 
-async def test_a_process_without_the_key_says_so(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
+async def test_a_process_without_the_key_says_so(
+    temporal_env: WorkflowEnvironment,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """A client or a worker started without the key, beside processes with it: its calls fail, and
     the workflow tasks it takes fail, with an error that names the missing key."""
     config = temporal_env.client.config()
@@ -185,8 +191,15 @@ async def test_a_process_without_the_key_says_so(temporal_env: WorkflowEnvironme
         reader = await AgentClient(
             temporal_env.client, task_queue=with_key.task_queue, sessions_dir=with_key.sessions_dir
         ).attach("no-key-2")
-        with pytest.raises(EncryptionKeyError, match="no key"):
+        with pytest.raises(EncryptionKeyError, match="no key") as raised:
             await reader.get_state()
+        assert isinstance(raised.value, AgentError) and raised.value.code == "ENCRYPTION_KEY"
+        # The CLI says so in a line, as a refusal (not a traceback).
+        address = temporal_env.client.service_client.config.target_host
+        base = ["--address", address, "--task-queue", with_key.task_queue]
+        monkeypatch.delenv("AGENTCORE_ENCRYPTION_KEY", raising=False)
+        assert await cli.run([*base, "state", "no-key-2"]) == 1
+        assert "ENCRYPTION_KEY: payload encrypted" in capsys.readouterr().err
         assert (await agent.get_state()).messages[-1].text == "Noted."
 
 

@@ -30,13 +30,22 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
 
+from ..errors import EncryptionKeyError
+
+__all__ = [
+    "ENCRYPTION_KEY_ENV",
+    "EncryptedPayloadConverter",
+    "EncryptionCodec",
+    "EncryptionKeyError",
+    "codec_from_env",
+    "key_from_bytes",
+    "parse_key",
+    "with_codec",
+]
+
 ENCRYPTION_KEY_ENV = "AGENTCORE_ENCRYPTION_KEY"
 ENCODING = b"binary/encrypted"
 _NONCE_BYTES = 12
-
-
-class EncryptionKeyError(ValueError):
-    """The key is missing, malformed, or not the one a payload was encrypted with."""
 
 
 def parse_key(text: str) -> bytes:

@@ -49,6 +49,7 @@ from ..errors import (
     AgentNotFoundError,
     ApprovalAlreadyResolvedError,
     ApprovalNotFoundError,
+    EncryptionKeyError,
 )
 from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
@@ -104,6 +105,8 @@ def public_message(message: str) -> str:
 def _error_status(err: AgentError) -> int:
     if isinstance(err, AgentNotFoundError | ApprovalNotFoundError):
         return 404
+    if isinstance(err, EncryptionKeyError):
+        return 500  # this server's own configuration, not the request
     if isinstance(err, AgentBusyError | ApprovalAlreadyResolvedError) or err.code == "AGENT_EXISTS":
         return 409
     return 400
