@@ -515,11 +515,12 @@ def _unanswered(requests: list[PendingApproval], messages: list[Message]) -> lis
 # How long an update keeps being resent while the server refuses it for a failed workflow task.
 UPDATE_REFUSED_RETRY_SECONDS = 60.0
 
-# Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
-# an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
 # How long ``terminate`` waits for a conversation to name its schedules: a worker that runs it answers
 # in milliseconds; one that does not (none running, or its tasks failing) must not stop a terminate.
 TERMINATE_ASK_SECONDS = 5.0
+
+# Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
+# an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
 
 

@@ -76,7 +76,7 @@ APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
 # Entries a run's last workflow task made wait this long for the next run to write them (see
 # ``_defer_flush``).
-FLUSH_DELAY = timedelta(seconds=3)
+FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
