@@ -10,6 +10,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
 from agentcore import AgentOptions, ThinkingLevel
+from agentcore.compaction import CompactionSettings
 from agentcore.errors import (
     AgentBusyError,
     AgentNotFoundError,
@@ -454,7 +455,14 @@ async def test_large_tool_outputs_never_make_a_large_payload(temporal_client: Cl
     async with running_worker(
         temporal_client, tmp_path, ScriptedModel(respond), tools=[big], limits=limits
     ) as h:
-        agent = await h.agents.start("big", AgentOptions(model=scripted_model(), tools=["dump"]))
+        # 3.6 MB of tool output outgrows the scripted model's context window: compaction stays off
+        # (this scripted model answers a summary request with a tool call, and each turn waited out
+        # three failed compaction attempts, 44 s in all).
+        agent = await h.agents.start(
+            "big",
+            AgentOptions(model=scripted_model(), tools=["dump"]),
+            compaction=CompactionSettings(enabled=False),
+        )
         for i in range(12):
             await agent.prompt(f"dump {i}")
             await agent.wait_for_idle(timeout=30)
