@@ -357,6 +357,33 @@ async def test_a_run_that_ends_before_the_send_is_answered_leaves_the_page_idle(
     )
 
 
+async def test_a_send_the_worker_has_not_taken_says_what_it_waits_for(
+    web: WebDeployment, browser: Browser
+) -> None:
+    """With no worker running, a send waits (the server holds it until one takes it): after a while
+    the page says so, and the notice goes once the send is answered."""
+    agent = await web.start()
+    await browser.get(f"{web.url}/c/{agent.session_id}")
+    await browser.wait_for(OPENED)
+    # The reply to the send held until the notice is up (as if no worker had taken it yet).
+    await browser.js(
+        "window.agentcoreChat.sendSlowMs = 200; const real = window.fetch;"
+        " window.fetch = async (...args) => {"
+        "   const response = await real(...args);"
+        "   if (String(args[0]).endsWith('/messages')) {"
+        "     while (document.querySelector('#toast').hidden) await new Promise((ok) => setTimeout(ok, 20));"
+        "     window.sendNotice = document.querySelector('#toast-text').textContent;"
+        "   }"
+        "   return response;"
+        " };"
+    )
+    await send(browser, "What is 3 * 20?")
+    notice = await browser.wait_for("return window.sendNotice", what="the notice")
+    assert "worker" in notice and "Not taken yet" in notice, notice
+    await runs_ended(browser, 1)
+    await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
+
+
 async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(
     web: WebDeployment, browser: Browser
 ) -> None:

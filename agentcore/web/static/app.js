@@ -8,6 +8,8 @@
 const FOLD_LINES = 12; // tool results longer than this are folded
 const RENDER_EVERY_MS = 80; // a streaming answer's Markdown is rendered at most this often
 const TOAST_MS = 9000; // how long a notice stays (an error stays until dismissed or replaced)
+const SEND_SLOW_NOTICE =
+  "Not taken yet: the conversation's worker has not answered. Is a worker running? The message waits for one.";
 const $ = (id) => document.getElementById(id);
 
 function el(tag, className, text) {
@@ -312,6 +314,7 @@ const chat = {
   waitingFor: "",
   runs: 0, // runs seen ending (agent_end) since the page was opened
   starts: 0, // and starting (agent_start)
+  sendSlowMs: 5000, // a send not answered by then says what it waits for
   applied: [], // offsets of the events applied, in order (what the page has shown, for inspection)
   connected: true, // the event stream is open (the controls that need the server follow it)
   status: "idle",
@@ -1145,6 +1148,8 @@ async function send(mode) {
   }
   box.value = "";
   const startsBefore = chat.starts;
+  // A send waits for the conversation's worker to take it: with none running, it waits on. Say so.
+  const slow = setTimeout(() => toast(SEND_SLOW_NOTICE, "info"), chat.sendSlowMs);
   try {
     const sent = await api(`/api/conversations/${encodeURIComponent(chat.session)}/messages`, {
       json: { text, mode, id: newId() },
@@ -1159,6 +1164,9 @@ async function send(mode) {
   } catch (error) {
     if (!box.value) box.value = text;
     showError(error, "Not sent");
+  } finally {
+    clearTimeout(slow);
+    if (!$("toast").hidden && $("toast-text").textContent === SEND_SLOW_NOTICE) toast(null);
   }
 }
 
