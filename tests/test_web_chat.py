@@ -326,6 +326,22 @@ async def ask_twice_and_regenerate(
     return first_leaf
 
 
+async def hold_send_reply(browser: Browser, until: str, then: str) -> None:
+    """Hold the page's reply to its next send (``/messages``) until the JS expression ``until`` is
+    true, then run the statement ``then`` and hand the reply on."""
+    await browser.js(
+        "const real = window.fetch;"
+        " window.fetch = async (...args) => {"
+        "   const response = await real(...args);"
+        "   if (String(args[0]).endsWith('/messages')) {"
+        f"     while (!({until})) await new Promise((ok) => setTimeout(ok, 20));"
+        f"     {then}"
+        "   }"
+        "   return response;"
+        " };"
+    )
+
+
 async def test_a_run_that_ends_before_the_send_is_answered_leaves_the_page_idle(
     web: WebDeployment, browser: Browser
 ) -> None:
@@ -337,16 +353,10 @@ async def test_a_run_that_ends_before_the_send_is_answered_leaves_the_page_idle(
     await browser.get(f"{web.url}/c/{agent.session_id}")
     await browser.wait_for(OPENED)
     # Hold the reply to the send until the run's events have been applied.
-    await browser.js(
-        "const real = window.fetch; window.sendReplied = false;"
-        " window.fetch = async (...args) => {"
-        "   const response = await real(...args);"
-        "   if (String(args[0]).endsWith('/messages')) {"
-        "     while (window.agentcoreChat.runs < 1) await new Promise((ok) => setTimeout(ok, 20));"
-        "     setTimeout(() => { window.sendReplied = true; }, 0);"
-        "   }"
-        "   return response;"
-        " };"
+    await hold_send_reply(
+        browser,
+        "window.agentcoreChat.runs >= 1",
+        "setTimeout(() => { window.sendReplied = true; }, 0);",
     )
     await send(browser, "What is 3 * 20?")
     await browser.wait_for("return window.sendReplied", what="the send's reply")
@@ -366,16 +376,11 @@ async def test_a_send_the_worker_has_not_taken_says_what_it_waits_for(
     await browser.get(f"{web.url}/c/{agent.session_id}")
     await browser.wait_for(OPENED)
     # The reply to the send held until the notice is up (as if no worker had taken it yet).
-    await browser.js(
-        "window.agentcoreChat.sendSlowMs = 200; const real = window.fetch;"
-        " window.fetch = async (...args) => {"
-        "   const response = await real(...args);"
-        "   if (String(args[0]).endsWith('/messages')) {"
-        "     while (document.querySelector('#toast').hidden) await new Promise((ok) => setTimeout(ok, 20));"
-        "     window.sendNotice = document.querySelector('#toast-text').textContent;"
-        "   }"
-        "   return response;"
-        " };"
+    await browser.js("window.agentcoreChat.sendSlowMs = 200")
+    await hold_send_reply(
+        browser,
+        "!document.querySelector('#toast').hidden",
+        "window.sendNotice = document.querySelector('#toast-text').textContent;",
     )
     await send(browser, "What is 3 * 20?")
     notice = await browser.wait_for("return window.sendNotice", what="the notice")
