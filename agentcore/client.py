@@ -642,12 +642,18 @@ class DurableAgent:
         except RPCError as err:
             raise self._map_rpc(err) from None
 
-    async def _query(self, name: str, arg: BaseModel | None, result_type: type[T]) -> T:
+    async def _query(
+        self,
+        name: str,
+        arg: BaseModel | None,
+        result_type: type[T],
+        rpc_timeout: timedelta | None = None,
+    ) -> T:
         try:
             result: T = await (
-                self.handle.query(name, result_type=result_type)
+                self.handle.query(name, result_type=result_type, rpc_timeout=rpc_timeout)
                 if arg is None
-                else self.handle.query(name, arg, result_type=result_type)
+                else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
             )
             return result
         except RPCError as err:
@@ -912,19 +918,12 @@ class DurableAgent:
         A conversation that cannot say which schedules it has (no worker runs it, or its workflow
         tasks fail) is terminated all the same after ``TERMINATE_ASK_SECONDS``; its schedules then
         delete themselves when they next fire."""
+        ask = timedelta(seconds=TERMINATE_ASK_SECONDS)
         try:
-            schedules = (
-                await self.handle.query(
-                    "get_state",
-                    result_type=DurableState,
-                    rpc_timeout=timedelta(seconds=TERMINATE_ASK_SECONDS),
-                )
-            ).schedules
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise self._map_rpc(err) from None
-            schedules = []
-        except (WorkflowQueryFailedError, EncryptionKeyError):
+            schedules = (await self._query("get_state", None, DurableState, ask)).schedules
+        except (AgentNotFoundError, NamespaceNotFoundError):
+            raise
+        except (RPCError, WorkflowQueryFailedError, EncryptionKeyError):
             schedules = []
         for item in schedules:
             try:
