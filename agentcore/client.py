@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -49,6 +52,7 @@ from .errors import (
     AgentNotFoundError,
     EncryptionKeyError,
     NamespaceNotFoundError,
+    NoWorkerError,
     ValidationError,
 )
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
@@ -134,6 +138,7 @@ from .wakeups import (
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")
 Listener = Callable[[AgentEvent, AbortSignal], Any]
 PromptInput = str | Message | Sequence[Message]
 
@@ -350,14 +355,23 @@ class AgentClient:
                 WORKFLOW_NAME, **start
             )
             try:
-                await self.client.execute_update_with_start_workflow(
+                updating = self.client.execute_update_with_start_workflow(
                     name, request, start_workflow_operation=operation, id=request.id, result_type=Accepted
+                )
+                await _worker_answered(
+                    self.client,
+                    self.client.get_workflow_handle(inp.session_id),
+                    updating,
+                    f"the conversation started, and its prompt (request id {request.id!r}) stays with it "
+                    "for a worker that starts to take up",
                 )
             except WorkflowUpdateFailedError as err:  # the prompt refused, the conversation started
                 cause = err.cause
                 if isinstance(cause, ApplicationError):
                     raise AgentError.from_code(cause.type, cause.message) from None
                 raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
+            except NoWorkerError:
+                raise  # started: the prompt waits for a worker
             except Exception:
                 # The start failed too: its handle holds the same error (taken, or asyncio reports
                 # it as never retrieved).
@@ -519,6 +533,69 @@ UPDATE_REFUSED_RETRY_SECONDS = 60.0
 # in milliseconds; one that does not (none running, or its tasks failing) must not stop a terminate.
 TERMINATE_ASK_SECONDS = 5.0
 
+# A call that needs the conversation's worker (an update, a query) and is not answered within
+# ``WORKER_CHECK_SECONDS`` asks the server which workers poll the conversation's task queue, and again
+# while it waits (twice as long each time, up to ``WORKER_CHECK_MAX_SECONDS``). None seen within
+# ``WORKER_GONE_SECONDS`` (longer than a worker's long poll, which renews about every minute) raises
+# ``NoWorkerError``. A busy or restarting worker is waited for.
+WORKER_CHECK_SECONDS = 5.0
+WORKER_CHECK_MAX_SECONDS = 60.0
+WORKER_GONE_SECONDS = 90.0
+
+
+async def _worker_answered(
+    client: Client, handle: WorkflowHandle[Any, Any], call: Awaitable[R], what: str
+) -> R:
+    """``call``'s result, or ``NoWorkerError`` once no worker polls the conversation's task queue.
+
+    Only a call still unanswered after ``WORKER_CHECK_SECONDS`` costs anything: a read of the
+    conversation's task queue, then of its pollers, at intervals that double up to a minute (a
+    ``wait_for_idle`` may wait hours for a person). The call is cancelled when it gives up."""
+    task = asyncio.ensure_future(call)
+    interval, queue = WORKER_CHECK_SECONDS, None
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                return task.result()
+            interval = min(2 * interval, WORKER_CHECK_MAX_SECONDS)
+            queue = queue or await _task_queue(handle)
+            if queue is not None and not await _worker_seen(client, queue):
+                raise NoWorkerError(
+                    f"no worker polls task queue {queue!r} (none in the last {WORKER_GONE_SECONDS:.0f} s): "
+                    f"{what}. Start one (`agentcore worker`, or `create_worker` in your process)"
+                )
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _task_queue(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """The conversation's task queue, or None if the server could not say."""
+    try:
+        return (await handle.describe()).task_queue
+    except RPCError:
+        return None
+
+
+async def _worker_seen(client: Client, queue: str) -> bool:
+    """Whether a worker polled ``queue`` within ``WORKER_GONE_SECONDS`` (or the server could not say:
+    the caller then waits on, as before)."""
+    try:
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+    except RPCError:
+        return True
+    seen = time.time() - WORKER_GONE_SECONDS
+    return any(poller.last_access_time.ToSeconds() >= seen for poller in described.pollers)
+
+
 # Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
 # an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
@@ -610,8 +687,12 @@ class DurableAgent:
         while True:
             sent = time.monotonic()
             try:
-                result: T = await self.handle.execute_update(
-                    name, request, id=request_id or None, result_type=result_type
+                result: T = await _worker_answered(
+                    self.client,
+                    self.handle,
+                    self.handle.execute_update(name, request, id=request_id or None, result_type=result_type),
+                    f"{name} (request id {request_id!r}) stays with the conversation, and a worker that "
+                    "starts takes it up",
                 )
                 return result
             except WorkflowUpdateFailedError as err:
@@ -649,12 +730,13 @@ class DurableAgent:
         result_type: type[T],
         rpc_timeout: timedelta | None = None,
     ) -> T:
+        query = (
+            self.handle.query(name, result_type=result_type, rpc_timeout=rpc_timeout)
+            if arg is None
+            else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
+        )
         try:
-            result: T = await (
-                self.handle.query(name, result_type=result_type, rpc_timeout=rpc_timeout)
-                if arg is None
-                else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
-            )
+            result: T = await _worker_answered(self.client, self.handle, query, f"{name} has no answer")
             return result
         except RPCError as err:
             raise self._map_rpc(err) from None
@@ -923,7 +1005,7 @@ class DurableAgent:
             schedules = (await self._query("get_state", None, DurableState, ask)).schedules
         except (AgentNotFoundError, NamespaceNotFoundError):
             raise
-        except (RPCError, WorkflowQueryFailedError, EncryptionKeyError):
+        except (RPCError, WorkflowQueryFailedError, EncryptionKeyError, NoWorkerError):
             schedules = []
         for item in schedules:
             try:

@@ -22,6 +22,7 @@ with ``is_error=True``. Only misuse raises::
     ├── WakeupLimitError            WAKEUP_LIMIT: too many wake-ups pending (``max_pending_wakeups``)
     ├── ScheduleNotFoundError       SCHEDULE_NOT_FOUND: the conversation has no schedule with that id
     ├── EncryptionKeyError          ENCRYPTION_KEY: the payload key is missing, malformed or another one
+    ├── NoWorkerError               NO_WORKER: no worker polls the conversation's task queue
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -73,6 +74,7 @@ WAKEUP_NOT_FOUND = "WAKEUP_NOT_FOUND"
 WAKEUP_LIMIT = "WAKEUP_LIMIT"
 SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
 ENCRYPTION_KEY = "ENCRYPTION_KEY"
+NO_WORKER = "NO_WORKER"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -281,6 +283,13 @@ class EncryptionKeyError(AgentError, ValueError):
     code = ENCRYPTION_KEY
 
 
+class NoWorkerError(AgentError):
+    """A call that needs the conversation's worker (an update, a query) found no worker polling its
+    task queue. An update sent stays with the conversation, and a worker that starts applies it."""
+
+    code = NO_WORKER
+
+
 _BY_CODE: dict[str, type[AgentError]] = {
     cls.code: cls
     for cls in (
@@ -300,6 +309,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         WakeupLimitError,
         ScheduleNotFoundError,
         EncryptionKeyError,
+        NoWorkerError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

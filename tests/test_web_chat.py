@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from agentcore.client import DurableAgent
+import agentcore.client as client_module
+from agentcore import AgentOptions
+from agentcore.client import AgentClient, DurableAgent
 from agentcore.web import serve_web
+from agentcore.worker import create_worker
+from tests.durable_support import FAST_LIMITS
 from tests.web_support import (
     LONG_URL,
     MARKDOWN_CODE,
@@ -387,6 +392,35 @@ async def test_a_send_the_worker_has_not_taken_says_what_it_waits_for(
     assert "worker" in notice and "Not taken yet" in notice, notice
     await runs_ended(browser, 1)
     await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
+
+
+async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
+    web: WebDeployment, browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversation's worker has gone: the send is answered as waiting (not failed, so the text is
+    not put back to be sent twice), the page says so, and a worker that starts runs it."""
+    queue = f"web-own-{uuid.uuid4().hex[:8]}"
+    sessions = tmp_path / "own-sessions"
+    agents = AgentClient(web.agents.client, task_queue=queue, sessions_dir=sessions, limits=FAST_LIMITS)
+    async with create_worker(web.agents.client, task_queue=queue, sessions_dir=sessions):
+        agent = await agents.start(f"web-{uuid.uuid4().hex[:8]}", AgentOptions(model=web.model))
+        await browser.get(f"{web.url}/c/{agent.session_id}")
+        await browser.wait_for(OPENED)
+    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(client_module, "WORKER_GONE_SECONDS", 1.0)
+    await asyncio.sleep(1.5)
+    await send(browser, "What is 3 * 20?")
+    await browser.wait_for(
+        "return document.querySelector('#toast-text').textContent.includes('no worker is running')",
+        what="the no-worker notice",
+    )
+    assert await browser.js("return document.querySelector('#message').value") == ""
+    async with create_worker(web.agents.client, task_queue=queue, sessions_dir=sessions):
+        await runs_ended(browser, 1)
+        await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
+        assert await browser.js(USER_TEXTS) == ["What is 3 * 20?"]
+        last = (await agent.get_state()).messages[-1]
+        assert last.role == "assistant" and last.stop_reason != "error", last
 
 
 async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(

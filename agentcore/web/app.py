@@ -50,6 +50,7 @@ from ..errors import (
     ApprovalAlreadyResolvedError,
     ApprovalNotFoundError,
     EncryptionKeyError,
+    NoWorkerError,
 )
 from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
@@ -107,6 +108,8 @@ def _error_status(err: AgentError) -> int:
         return 404
     if isinstance(err, EncryptionKeyError):
         return 500  # this server's own configuration, not the request
+    if isinstance(err, NoWorkerError):
+        return 503  # as when Temporal does not answer: the page says so and tries again
     if isinstance(err, AgentBusyError | ApprovalAlreadyResolvedError) or err.code == "AGENT_EXISTS":
         return 409
     return 400
@@ -401,15 +404,21 @@ class WebChat:
         if mode not in ("auto", "steer", "follow_up") or not isinstance(request_id, str):
             raise JsonError(400, "VALIDATION_ERROR", "'mode' is auto, steer or follow_up")
         agent = await self._agent(request)
-        if mode == "follow_up":
-            return _json({"delivered_as": "follow_up", "id": await agent.follow_up(text, id=request_id)})
-        if mode == "auto":
-            try:
-                await agent.prompt(text, id=request_id)
-                return _json({"delivered_as": "prompt", "id": request_id})
-            except AgentBusyError:
-                pass  # a run is going: the message steers it
-        return _json({"delivered_as": "steer", "id": await agent.steer(text, id=request_id)})
+        try:
+            if mode == "follow_up":
+                return _json({"delivered_as": "follow_up", "id": await agent.follow_up(text, id=request_id)})
+            if mode == "auto":
+                try:
+                    await agent.prompt(text, id=request_id)
+                    return _json({"delivered_as": "prompt", "id": request_id})
+                except AgentBusyError:
+                    pass  # a run is going: the message steers it
+            return _json({"delivered_as": "steer", "id": await agent.steer(text, id=request_id)})
+        except NoWorkerError as err:
+            # Sent, and kept by the conversation until a worker takes it: not a failure to resend.
+            return _json(
+                {"delivered_as": "waiting", "id": request_id, "message": public_message(err.message)}, 202
+            )
 
     async def abort(self, request: Request) -> Response:
         agent = await self._agent(request)

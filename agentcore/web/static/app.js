@@ -10,6 +10,8 @@ const RENDER_EVERY_MS = 80; // a streaming answer's Markdown is rendered at most
 const TOAST_MS = 9000; // how long a notice stays (an error stays until dismissed or replaced)
 const SEND_SLOW_NOTICE =
   "Not taken yet: the conversation's worker has not answered. Is a worker running? The message waits for one.";
+const NO_WORKER_NOTICE =
+  "Sent, not taken: no worker is running for this conversation. The message waits, and runs when one starts.";
 const $ = (id) => document.getElementById(id);
 
 function el(tag, className, text) {
@@ -64,7 +66,8 @@ function toast(text, kind = "error") {
   $("toast-text").textContent = text;
   box.className = `toast ${kind}`;
   box.hidden = false;
-  if (kind !== "error") toastTimer = setTimeout(() => (box.hidden = true), TOAST_MS);
+  // An error, or what a sent message waits for, stays until it is dismissed or replaced.
+  if (kind === "info") toastTimer = setTimeout(() => (box.hidden = true), TOAST_MS);
 }
 
 function showError(error, doing) {
@@ -888,6 +891,7 @@ function applyEvent(offset, event) {
   switch (event.type) {
     case "agent_start":
       chat.starts += 1;
+      if (!$("toast").hidden && $("toast-text").textContent === NO_WORKER_NOTICE) toast(null);
       setRunning(true);
       waiting("Thinking");
       break;
@@ -1150,11 +1154,13 @@ async function send(mode) {
   const startsBefore = chat.starts;
   // A send waits for the conversation's worker to take it: with none running, it waits on. Say so.
   const slow = setTimeout(() => toast(SEND_SLOW_NOTICE, "info"), chat.sendSlowMs);
+  let noWorker = false;
   try {
     const sent = await api(`/api/conversations/${encodeURIComponent(chat.session)}/messages`, {
       json: { text, mode, id: newId() },
     });
-    if (sent.delivered_as !== "prompt") await refreshQueues();
+    if (sent.delivered_as === "waiting") noWorker = true;
+    else if (sent.delivered_as !== "prompt") await refreshQueues();
     else if (chat.starts === startsBefore) {
       // Shown running until the run's own events say more. A quick run's events (its end
       // included) can come before this reply: they have then said it all.
@@ -1167,6 +1173,9 @@ async function send(mode) {
   } finally {
     clearTimeout(slow);
     if (!$("toast").hidden && $("toast-text").textContent === SEND_SLOW_NOTICE) toast(null);
+    // No worker runs the conversation: the message stays with it (not put back in the box, where a
+    // second send would make it twice) until one starts; its run's own events follow then.
+    if (noWorker) toast(NO_WORKER_NOTICE, "wait");
   }
 }
 
