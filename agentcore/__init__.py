@@ -235,6 +235,7 @@ __all__ = [
     "InProcessRuntime",
     "InvalidMessageRoleError",
     "InvalidParametersError",
+    "NoWorkerError",
     "LlmContext",
     "LlmRetryEvent",
     "Message",

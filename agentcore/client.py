@@ -371,7 +371,11 @@ class AgentClient:
                     raise AgentError.from_code(cause.type, cause.message) from None
                 raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
             except NoWorkerError:
-                raise  # started: the prompt waits for a worker
+                # Started (the server starts the workflow before the prompt waits for a worker): the
+                # handle the cancelled call left unset is taken, or asyncio reports it as never read.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await operation.workflow_handle()
+                raise
             except Exception:
                 # The start failed too: its handle holds the same error (taken, or asyncio reports
                 # it as never retrieved).
@@ -666,6 +670,8 @@ class DurableAgent:
         """Return once a worker placed the recovered session file; its typed error if it could not."""
         try:
             await self.wait_for_idle()
+        except NoWorkerError:
+            raise  # started; a worker that starts places the file
         except AgentError:
             try:
                 await self.handle.result()

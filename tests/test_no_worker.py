@@ -18,7 +18,7 @@ from agentcore.client import AgentClient
 from agentcore.errors import AgentError
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from agentcore.worker import create_worker
-from tests.durable_support import FAST_LIMITS
+from tests.durable_support import FAST_LIMITS, running_worker
 
 CHECK = 1.0  # WORKER_CHECK_SECONDS here, to keep the test short (5 s by default)
 
@@ -110,3 +110,21 @@ async def test_the_cli_says_no_worker_runs_the_conversation(
     assert f"NO_WORKER: no worker polls task queue '{task_queue}'" in err, err
     assert "agentcore worker" in err and "Traceback" not in err
     await agent.terminate("test over")
+
+
+async def test_recover_through_a_worker_with_none_running_says_so(
+    temporal_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recover`` without the sessions directory waits for a worker to place the file: with none
+    running it says so, rather than waiting for the conversation to end (which it never does)."""
+    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
+    async with running_worker(temporal_env.client, tmp_path, ScriptedModel(_answer)) as h:
+        original = await h.agents.start("to-recover", AgentOptions(model=scripted_model()))
+        await original.run("hello", timeout=20)
+        saved = h.session_path("to-recover")
+    nobody = AgentClient(temporal_env.client, task_queue=f"tq-{uuid.uuid4().hex[:12]}", limits=FAST_LIMITS)
+    began = time.monotonic()
+    with pytest.raises(NoWorkerError, match="wait_for_idle"):
+        await asyncio.wait_for(nobody.recover(saved, session_id="recovered-nobody"), 30)
+    assert time.monotonic() - began < 10 * CHECK
+    await (await nobody.attach("recovered-nobody")).terminate("test over")
