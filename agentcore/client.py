@@ -238,6 +238,9 @@ class AgentClient:
         self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
         self.limits = limits or ConversationLimits()
         self._search_attributes: bool | None = None
+        # Task queue -> the latest poll of a worker the server reported (epoch seconds): see
+        # ``_worker_answered``.
+        self._polled: dict[str, float] = {}
 
     @classmethod
     async def connect(
@@ -358,10 +361,9 @@ class AgentClient:
                 updating = self.client.execute_update_with_start_workflow(
                     name, request, start_workflow_operation=operation, id=request.id, result_type=Accepted
                 )
-                await _worker_answered(
-                    self.client,
-                    self.client.get_workflow_handle(inp.session_id),
+                await self._worker_answered(
                     updating,
+                    self._own_task_queue,
                     f"the conversation started, and its prompt (request id {request.id!r}) stays with it "
                     "for a worker that starts to take up",
                 )
@@ -385,6 +387,58 @@ class AgentClient:
             return DurableAgent(self, await operation.workflow_handle())
         except WorkflowAlreadyStartedError:
             raise AgentError(f"session {inp.session_id!r} is already running", code="AGENT_EXISTS") from None
+
+    async def _worker_answered(
+        self, call: Awaitable[R], task_queue: Callable[[], Awaitable[str | None]], what: str
+    ) -> R:
+        """``call``'s result, or ``NoWorkerError`` once no worker polls ``task_queue()``.
+
+        Only a call still unanswered after ``WORKER_CHECK_SECONDS`` costs anything, and then little:
+        the server is asked for the queue's pollers at intervals that double up to a minute (a
+        ``wait_for_idle`` may wait hours for a person), and not while the latest poll it reported
+        for that queue, to any call of this client, is within ``WORKER_GONE_SECONDS`` (calls that
+        wait on a busy worker, as a burst's do, ask about once a minute between them). The call is
+        cancelled when it gives up."""
+        task = asyncio.ensure_future(call)
+        interval = WORKER_CHECK_SECONDS
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=interval)
+                if done:
+                    return task.result()
+                interval = min(2 * interval, WORKER_CHECK_MAX_SECONDS)
+                queue = await task_queue()
+                if queue is not None and not await self._worker_polls(queue):
+                    raise NoWorkerError(
+                        f"no worker polls task queue {queue!r} (none in the last {WORKER_GONE_SECONDS:.0f} s): "
+                        f"{what}. Start one (`agentcore worker`, or `create_worker` in your process)"
+                    )
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def _worker_polls(self, queue: str) -> bool:
+        """Whether a worker polled ``queue`` within ``WORKER_GONE_SECONDS`` (or the server could not
+        say: the caller then waits on, as before)."""
+        if time.time() - self._polled.get(queue, 0.0) < WORKER_GONE_SECONDS:
+            return True
+        try:
+            described = await self.client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=self.client.namespace,
+                    task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+        except RPCError:
+            return True
+        polled = max((poller.last_access_time.ToSeconds() for poller in described.pollers), default=0)
+        self._polled[queue] = polled
+        return time.time() - polled < WORKER_GONE_SECONDS
+
+    async def _own_task_queue(self) -> str:
+        return self.task_queue
 
     async def attach(self, session_id: str) -> DurableAgent:
         """A handle on a running conversation; ``AgentNotFoundError`` if there is none."""
@@ -547,59 +601,6 @@ WORKER_CHECK_MAX_SECONDS = 60.0
 WORKER_GONE_SECONDS = 90.0
 
 
-async def _worker_answered(
-    client: Client, handle: WorkflowHandle[Any, Any], call: Awaitable[R], what: str
-) -> R:
-    """``call``'s result, or ``NoWorkerError`` once no worker polls the conversation's task queue.
-
-    Only a call still unanswered after ``WORKER_CHECK_SECONDS`` costs anything: a read of the
-    conversation's task queue, then of its pollers, at intervals that double up to a minute (a
-    ``wait_for_idle`` may wait hours for a person). The call is cancelled when it gives up."""
-    task = asyncio.ensure_future(call)
-    interval, queue = WORKER_CHECK_SECONDS, None
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=interval)
-            if done:
-                return task.result()
-            interval = min(2 * interval, WORKER_CHECK_MAX_SECONDS)
-            queue = queue or await _task_queue(handle)
-            if queue is not None and not await _worker_seen(client, queue):
-                raise NoWorkerError(
-                    f"no worker polls task queue {queue!r} (none in the last {WORKER_GONE_SECONDS:.0f} s): "
-                    f"{what}. Start one (`agentcore worker`, or `create_worker` in your process)"
-                )
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-
-
-async def _task_queue(handle: WorkflowHandle[Any, Any]) -> str | None:
-    """The conversation's task queue, or None if the server could not say."""
-    try:
-        return (await handle.describe()).task_queue
-    except RPCError:
-        return None
-
-
-async def _worker_seen(client: Client, queue: str) -> bool:
-    """Whether a worker polled ``queue`` within ``WORKER_GONE_SECONDS`` (or the server could not say:
-    the caller then waits on, as before)."""
-    try:
-        described = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=queue, kind=TaskQueueKind.TASK_QUEUE_KIND_NORMAL),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-            )
-        )
-    except RPCError:
-        return True
-    seen = time.time() - WORKER_GONE_SECONDS
-    return any(poller.last_access_time.ToSeconds() >= seen for poller in described.pollers)
-
-
 # Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for
 # an update, only once it has reached the workflow). Checked here so the caller gets a typed error.
 MAX_PAYLOAD_BYTES = 2 * 1024 * 1024
@@ -660,6 +661,7 @@ class DurableAgent:
         self.client = agents.client
         self.handle = handle
         self.session_id = handle.id
+        self._task_queue_name: str | None = None
         self._subscriptions: set[asyncio.Task[None]] = set()
         # The signals this handle's listeners hold for the run they are seeing (see ``_RunSignal``).
         self._run_signals: set[AbortSignal] = set()
@@ -680,6 +682,15 @@ class DurableAgent:
                     raise AgentError.from_code(err.cause.type, err.cause.message) from None
             raise
 
+    async def _task_queue(self) -> str | None:
+        """The conversation's task queue (asked once), or None if the server could not say."""
+        if self._task_queue_name is None:
+            try:
+                self._task_queue_name = (await self.handle.describe()).task_queue
+            except RPCError:
+                return None
+        return self._task_queue_name
+
     async def _update(
         self,
         name: str,
@@ -693,10 +704,9 @@ class DurableAgent:
         while True:
             sent = time.monotonic()
             try:
-                result: T = await _worker_answered(
-                    self.client,
-                    self.handle,
+                result: T = await self.agents._worker_answered(
                     self.handle.execute_update(name, request, id=request_id or None, result_type=result_type),
+                    self._task_queue,
                     f"{name} (request id {request_id!r}) stays with the conversation, and a worker that "
                     "starts takes it up",
                 )
@@ -742,7 +752,7 @@ class DurableAgent:
             else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
         )
         try:
-            result: T = await _worker_answered(self.client, self.handle, query, f"{name} has no answer")
+            result: T = await self.agents._worker_answered(query, self._task_queue, f"{name} has no answer")
             return result
         except RPCError as err:
             raise self._map_rpc(err) from None
