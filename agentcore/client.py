@@ -1121,7 +1121,8 @@ class DurableAgent:
                 pause = min(pause * 2, RECONNECT_MAX_PAUSE)
 
     async def event_offset(self) -> int:
-        return await WorkflowStreamClient.create(self.client, self.session_id).get_offset()
+        offset = WorkflowStreamClient.create(self.client, self.session_id).get_offset()
+        return await self.agents._worker_answered(offset, self._task_queue, "event_offset has no answer")
 
     async def subscribe(self, listener: Listener, *, from_offset: int | None = None) -> Callable[[], None]:
         """Call ``listener(event, signal)`` for every event from now on (or ``from_offset``), in order.

@@ -261,3 +261,26 @@ async def test_the_composer_stays_live_while_a_turn_runs(
         await terminal.wait_for(PROMPT_READY)
         assert (await agent.get_state()).messages[-1].stop_reason == "aborted"
         assert "[exited" not in await terminal.screen()
+
+
+async def test_the_terminal_chat_says_when_no_worker_runs_the_conversation(
+    temporal_client: Client, tmp_path: Path, terminal: Terminal
+) -> None:
+    """Not a chat that hangs (it reads the conversation's event offset before its prompt) and then
+    fails untyped: the error in a line, naming the task queue, after the no-worker check's 5 s."""
+    from agentcore import AgentOptions
+    from agentcore.client import AgentClient
+    from agentcore.testing.scripted import scripted_model
+
+    queue = f"nobody-{uuid.uuid4().hex[:8]}"
+    agent = await AgentClient(temporal_client, task_queue=queue).start(
+        f"unserved-{uuid.uuid4().hex[:6]}", AgentOptions(model=scripted_model())
+    )
+    address = temporal_client.service_client.config.target_host
+    argv = [AGENTCORE, "--address", address, "--task-queue", queue, "--data-dir", str(tmp_path / "data"),
+            "chat", agent.session_id, "--attach-only"]  # fmt: skip
+    await terminal.start(argv, chat_env())
+    screen = await terminal.wait_for("[exited", timeout=25)
+    assert f"NO_WORKER: no worker polls task queue '{queue}'" in screen, screen
+    assert "agentcore worker" in screen and "[exited 1]" in screen and "Traceback" not in screen, screen
+    await agent.terminate("test over")

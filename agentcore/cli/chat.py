@@ -449,7 +449,7 @@ class ChatSession:
                 except AgentError as err:
                     if err.code == "AGENT_NOT_FOUND":
                         raise
-                    self._say(f"  [{err.code}: {err}]")
+                    self._say(f"  [{err}]")  # "CODE: message"
 
 
 async def _cancelled(task: asyncio.Future[Any]) -> None:
