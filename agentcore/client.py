@@ -393,7 +393,9 @@ class AgentClient:
     ) -> R:
         """``call``'s result, or ``NoWorkerError`` once no worker polls ``task_queue()``.
 
-        Only a call still unanswered after ``WORKER_CHECK_SECONDS`` costs anything, and then little:
+        Raised when no poll is seen at two checks ``WORKER_CONFIRM_SECONDS`` apart (so about 25 s
+        after the call with no worker at all). Only a call still unanswered after
+        ``WORKER_CHECK_SECONDS`` costs anything, and then little:
         the server is asked for the queue's pollers at intervals that double up to a minute (a
         ``wait_for_idle`` may wait hours for a person), and not while the latest poll it reported
         for that queue, to any call of this client, is within ``WORKER_GONE_SECONDS`` (calls that
@@ -401,6 +403,7 @@ class AgentClient:
         cancelled when it gives up."""
         task = asyncio.ensure_future(call)
         interval = WORKER_CHECK_SECONDS
+        none_since: float | None = None
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=interval)
@@ -408,7 +411,15 @@ class AgentClient:
                     return task.result()
                 interval = min(2 * interval, WORKER_CHECK_MAX_SECONDS)
                 queue = await task_queue()
-                if queue is not None and not await self._worker_polls(queue):
+                if queue is None or await self._worker_polls(queue):
+                    none_since = None
+                    continue
+                # None seen: a server that just restarted knows no poller until the workers' next
+                # polls (within their retry backoff), so it must still be so a while later.
+                now = time.monotonic()
+                if none_since is None:
+                    none_since, interval = now, WORKER_CONFIRM_SECONDS
+                elif now - none_since >= WORKER_CONFIRM_SECONDS:
                     raise NoWorkerError(
                         f"no worker polls task queue {queue!r} (none in the last {WORKER_GONE_SECONDS:.0f} s): "
                         f"{what}. Start one (`agentcore worker`, or `create_worker` in your process)"
@@ -599,6 +610,9 @@ TERMINATE_ASK_SECONDS = 5.0
 WORKER_CHECK_SECONDS = 5.0
 WORKER_CHECK_MAX_SECONDS = 60.0
 WORKER_GONE_SECONDS = 90.0
+# ... and still none ``WORKER_CONFIRM_SECONDS`` later: a restarted server's poller list is empty until
+# the workers poll again (their reconnect backoff stays under ~10 s).
+WORKER_CONFIRM_SECONDS = 20.0
 
 
 # Temporal's blob size limit: the server refuses a larger payload with an untyped RPC error (or, for

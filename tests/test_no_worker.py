@@ -20,7 +20,7 @@ from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool
 from agentcore.worker import create_worker
 from tests.durable_support import FAST_LIMITS, running_worker
 
-CHECK = 1.0  # WORKER_CHECK_SECONDS here, to keep the test short (5 s by default)
+CHECK = 1.0  # WORKER_CHECK_SECONDS here, to keep the test short (5 s by default; 20 s to confirm)
 
 
 def _answer(context):  # type: ignore[no-untyped-def]
@@ -48,6 +48,7 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
     temporal_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
+    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     sessions = tmp_path / "sessions"
     agents = AgentClient(
@@ -98,14 +99,15 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
 async def test_the_cli_says_no_worker_runs_the_conversation(
     temporal_env: WorkflowEnvironment, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """At the default check (5 s), in a line, as a refusal: not the server's error after 29 s."""
+    """At the default check (5 s, confirmed 20 s later), in a line, as a refusal: not the server's
+    untyped error after 30 s."""
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     agents = AgentClient(temporal_env.client, task_queue=task_queue, sessions_dir=tmp_path / "sessions")
     agent = await agents.start("cli-nobody-home", AgentOptions(model=scripted_model()))
     address = temporal_env.client.service_client.config.target_host
     began = time.monotonic()
     assert await cli.run(["--address", address, "--task-queue", task_queue, "state", "cli-nobody-home"]) == 1
-    assert time.monotonic() - began < 20
+    assert time.monotonic() - began < 29
     err = capsys.readouterr().err
     assert f"NO_WORKER: no worker polls task queue '{task_queue}'" in err, err
     assert "agentcore worker" in err and "Traceback" not in err
@@ -118,6 +120,7 @@ async def test_recover_through_a_worker_with_none_running_says_so(
     """``recover`` without the sessions directory waits for a worker to place the file: with none
     running it says so, rather than waiting for the conversation to end (which it never does)."""
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
+    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     async with running_worker(temporal_env.client, tmp_path, ScriptedModel(_answer)) as h:
         original = await h.agents.start("to-recover", AgentOptions(model=scripted_model()))
         await original.run("hello", timeout=20)

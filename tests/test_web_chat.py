@@ -408,6 +408,7 @@ async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
         await browser.wait_for(OPENED)
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", 0.5)
     monkeypatch.setattr(client_module, "WORKER_GONE_SECONDS", 1.0)
+    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 1.0)
     await asyncio.sleep(1.5)
     await send(browser, "What is 3 * 20?")
     await browser.wait_for(
