@@ -267,7 +267,9 @@ async def test_the_terminal_chat_says_when_no_worker_runs_the_conversation(
     temporal_client: Client, tmp_path: Path, terminal: Terminal
 ) -> None:
     """Not a chat that hangs (it reads the conversation's event offset before its prompt) and then
-    fails untyped: the error in a line, naming the task queue, once the no-worker check is sure."""
+    fails untyped: the error in a line, naming the task queue, once the no-worker check is sure (at
+    its default timings, 5 s confirmed 20 s later: before the query's own 30 s timeout, which would
+    show as "Temporal refused the call")."""
     from agentcore import AgentOptions
     from agentcore.client import AgentClient
     from agentcore.testing.scripted import scripted_model
