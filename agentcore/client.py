@@ -372,16 +372,11 @@ class AgentClient:
                 if isinstance(cause, ApplicationError):
                     raise AgentError.from_code(cause.type, cause.message) from None
                 raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
-            except NoWorkerError:
-                # Started (the server starts the workflow before the prompt waits for a worker): the
-                # handle the cancelled call left unset is taken, or asyncio reports it as never read.
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await operation.workflow_handle()
-                raise
             except Exception:
-                # The start failed too: its handle holds the same error (taken, or asyncio reports
-                # it as never retrieved).
-                with contextlib.suppress(Exception):
+                # The start failed too, and its handle holds the same error; or (``NoWorkerError``)
+                # it started and the cancelled call left the handle cancelled. Taken either way, or
+                # asyncio reports it as never retrieved.
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await operation.workflow_handle()
                 raise
             return DurableAgent(self, await operation.workflow_handle())

@@ -70,6 +70,11 @@ function toast(text, kind = "error") {
   if (kind === "info") toastTimer = setTimeout(() => (box.hidden = true), TOAST_MS);
 }
 
+function clearToast(text) {
+  // Only if that notice is still the one shown (a later one replaced it otherwise).
+  if (!$("toast").hidden && $("toast-text").textContent === text) toast(null);
+}
+
 function showError(error, doing) {
   // The server's message only (no code printed beside it, no file paths: the server cuts them).
   const message = error && error.message ? error.message : String(error);
@@ -891,7 +896,7 @@ function applyEvent(offset, event) {
   switch (event.type) {
     case "agent_start":
       chat.starts += 1;
-      if (!$("toast").hidden && $("toast-text").textContent === NO_WORKER_NOTICE) toast(null);
+      clearToast(NO_WORKER_NOTICE);
       setRunning(true);
       waiting("Thinking");
       break;
@@ -1172,7 +1177,7 @@ async function send(mode) {
     showError(error, "Not sent");
   } finally {
     clearTimeout(slow);
-    if (!$("toast").hidden && $("toast-text").textContent === SEND_SLOW_NOTICE) toast(null);
+    clearToast(SEND_SLOW_NOTICE);
     // No worker runs the conversation: the message stays with it (not put back in the box, where a
     // second send would make it twice) until one starts; its run's own events follow then.
     if (noWorker) toast(NO_WORKER_NOTICE, "wait");
