@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         WakeupInPastError,
         WakeupLimitError,
         WakeupNotFoundError,
+        WorkflowTaskFailingError,
     )
     from .events import (
         AgentEndEvent,
@@ -114,6 +115,7 @@ _EXPORTS = {
         "WakeupInPastError",
         "WakeupLimitError",
         "WakeupNotFoundError",
+        "WorkflowTaskFailingError",
     ),
     "events": (
         "AgentEndEvent",
@@ -279,6 +281,7 @@ __all__ = [
     "WakeupLimitError",
     "WakeupNotFoundError",
     "WakeupScheduledEvent",
+    "WorkflowTaskFailingError",
     "agent_loop",
     "agent_loop_continue",
     "stream_assistant_response",

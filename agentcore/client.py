@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -54,6 +55,7 @@ from .errors import (
     NamespaceNotFoundError,
     NoWorkerError,
     ValidationError,
+    WorkflowTaskFailingError,
 )
 from .events import AGENT_EVENT_ADAPTER, AgentEvent, CompactionEndEvent
 from .messages import (
@@ -706,9 +708,16 @@ class DurableAgent:
         request: BaseModel,
         request_id: str,
         result_type: type[T] = Accepted,  # type: ignore[assignment]
+        *,
+        refused_for: float | None = None,
     ) -> T:
+        """``refused_for``: how long a refusal for a failed workflow task is waited out before
+        ``WorkflowTaskFailingError`` (``UPDATE_REFUSED_RETRY_SECONDS`` by default); a wait (``run``,
+        ``wait_for_idle``) waits it out until its own timeout: such a conversation is not idle yet."""
         _check_payload_size(name, request)
-        deadline = time.monotonic() + UPDATE_REFUSED_RETRY_SECONDS
+        if refused_for is None:
+            refused_for = UPDATE_REFUSED_RETRY_SECONDS
+        deadline = time.monotonic() + refused_for
         delay = 0.2
         while True:
             sent = time.monotonic()
@@ -727,7 +736,7 @@ class DurableAgent:
                     if cause.type == ROLLING_OVER and time.monotonic() - sent > UPDATE_REFUSED_RETRY_SECONDS:
                         # A wait that went on (``run``, ``wait_for_idle``) until the roll-over:
                         # sent again as a new call would be.
-                        deadline = time.monotonic() + UPDATE_REFUSED_RETRY_SECONDS
+                        deadline = time.monotonic() + refused_for
                     if cause.type != ROLLING_OVER or time.monotonic() > deadline:
                         raise AgentError.from_code(cause.type, cause.message) from None
                 else:
@@ -736,8 +745,15 @@ class DurableAgent:
                 # The server refuses updates while the workflow's last task failed or timed out (a
                 # worker was killed holding it, or is overloaded) until a retried task succeeds.
                 # The request id makes sending it again safe, so wait that out (bounded).
-                if "Workflow Task in failed state" not in err.message or time.monotonic() > deadline:
+                if "Workflow Task in failed state" not in err.message:
                     raise self._map_rpc(err) from None
+                if time.monotonic() > deadline:
+                    raise WorkflowTaskFailingError(
+                        f"{name} (request id {request_id!r}) was refused for {refused_for:.0f} s: the "
+                        "conversation's workflow task keeps failing or timing out (its worker is "
+                        "overloaded, or the workflow fails: see the worker's log). Nothing was applied; "
+                        "sending it again with the same request id is safe"
+                    ) from None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
@@ -808,7 +824,9 @@ class DurableAgent:
         messages = user_messages(value, images)
         request_id = id or _new_id()
         request = PromptRequest(id=request_id, messages=messages)
-        return await self._waiting(self._update("prompt_and_wait", request, request_id, Idle), timeout)
+        return await self._waiting(
+            self._update("prompt_and_wait", request, request_id, Idle, refused_for=math.inf), timeout
+        )
 
     async def continue_(self, *, id: str | None = None) -> Accepted:
         request_id = id or _new_id()
@@ -949,7 +967,9 @@ class DurableAgent:
         Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on."""
         request_id = _new_id()
         request = IdleRequest(id=request_id, since=since)
-        return await self._waiting(self._update("wait_for_idle", request, request_id, Idle), timeout)
+        return await self._waiting(
+            self._update("wait_for_idle", request, request_id, Idle, refused_for=math.inf), timeout
+        )
 
     async def _waiting(self, waiting: Awaitable[Idle], timeout: float | None) -> Idle:
         if not timeout:

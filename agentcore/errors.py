@@ -23,6 +23,7 @@ with ``is_error=True``. Only misuse raises::
     ├── ScheduleNotFoundError       SCHEDULE_NOT_FOUND: the conversation has no schedule with that id
     ├── EncryptionKeyError          ENCRYPTION_KEY: the payload key is missing, malformed or another one
     ├── NoWorkerError               NO_WORKER: no worker polls the conversation's task queue
+    ├── WorkflowTaskFailingError    WORKFLOW_TASK_FAILING: the conversation's workflow task keeps failing
     └── SessionError                SESSION_*: session file problems (see ``agentcore.session``)
         ├── SessionExistsError          SESSION_EXISTS: ``create`` found a file already there
         ├── SessionNotFoundError        SESSION_NOT_FOUND: ``open`` found no file
@@ -75,6 +76,7 @@ WAKEUP_LIMIT = "WAKEUP_LIMIT"
 SCHEDULE_NOT_FOUND = "SCHEDULE_NOT_FOUND"
 ENCRYPTION_KEY = "ENCRYPTION_KEY"
 NO_WORKER = "NO_WORKER"
+WORKFLOW_TASK_FAILING = "WORKFLOW_TASK_FAILING"
 SESSION_ERROR = "SESSION_ERROR"
 SESSION_EXISTS = "SESSION_EXISTS"
 SESSION_NOT_FOUND = "SESSION_NOT_FOUND"
@@ -290,6 +292,15 @@ class NoWorkerError(AgentError):
     code = NO_WORKER
 
 
+class WorkflowTaskFailingError(AgentError):
+    """The server refused an update for longer than ``UPDATE_REFUSED_RETRY_SECONDS`` because the
+    conversation's last workflow task failed or timed out and no retry of it has succeeded yet: its
+    worker is overloaded past the task timeout, or the workflow code fails (the worker's log and the
+    Web UI say which). Nothing was applied; sending again with the same request id is safe."""
+
+    code = WORKFLOW_TASK_FAILING
+
+
 _BY_CODE: dict[str, type[AgentError]] = {
     cls.code: cls
     for cls in (
@@ -310,6 +321,7 @@ _BY_CODE: dict[str, type[AgentError]] = {
         ScheduleNotFoundError,
         EncryptionKeyError,
         NoWorkerError,
+        WorkflowTaskFailingError,
         SessionError,
         SessionExistsError,
         SessionNotFoundError,

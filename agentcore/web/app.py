@@ -51,6 +51,7 @@ from ..errors import (
     ApprovalNotFoundError,
     EncryptionKeyError,
     NoWorkerError,
+    WorkflowTaskFailingError,
 )
 from ..model import Model, ThinkingLevel
 from ..protocol import QueuesState
@@ -108,7 +109,7 @@ def _error_status(err: AgentError) -> int:
         return 404
     if isinstance(err, EncryptionKeyError):
         return 500  # this server's own configuration, not the request
-    if isinstance(err, NoWorkerError):
+    if isinstance(err, NoWorkerError | WorkflowTaskFailingError):
         return 503  # as when Temporal does not answer: the page says so and tries again
     if isinstance(err, AgentBusyError | ApprovalAlreadyResolvedError) or err.code == "AGENT_EXISTS":
         return 409

@@ -24,7 +24,7 @@ from pathlib import Path
 import orjson
 from temporalio.client import Client
 
-from agentcore import AgentOptions
+from agentcore import AgentOptions, WorkflowTaskFailingError
 from agentcore.client import AgentClient, DurableAgent
 from agentcore.messages import AssistantMessage, ToolResultMessage, UserMessage
 from agentcore.protocol import ConversationLimits
@@ -47,6 +47,9 @@ class LoadReport:
     latencies: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # lost, duplicated or reordered messages
     client_errors: list[str] = field(default_factory=list)  # calls that raised (timeouts, refusals)
+    # Prompts refused for a workflow task that kept failing (a worker overloaded past the task
+    # timeout while it replays a killed worker's conversations), sent again with the same id.
+    resent: int = 0
 
     @property
     def throughput(self) -> float:
@@ -62,12 +65,20 @@ class LoadReport:
             f"{self.turns} tool turns, {self.throughput:.2f} turns/s, latency p50 "
             f"{self.percentile(0.5):.2f} s, p99 {self.percentile(0.99):.2f} s, max "
             f"{max(self.latencies, default=0):.2f} s, mean {statistics.fmean(self.latencies or [0]):.2f} s; "
-            f"{len(self.problems)} lost/duplicated/out-of-order, {len(self.client_errors)} client errors"
+            f"{len(self.problems)} lost/duplicated/out-of-order, {len(self.client_errors)} client errors, "
+            f"{self.resent} prompts refused for a failing workflow task and sent again"
         )
 
 
 async def run_load(
-    client: Client, address: str, workdir: Path, *, conversations: int, duration: float, kill_every: float
+    client: Client,
+    address: str,
+    workdir: Path,
+    *,
+    conversations: int,
+    duration: float,
+    kill_every: float,
+    replay_slots: int = 0,
 ) -> LoadReport:
     task_queue = f"load-{uuid.uuid4().hex[:8]}"
     sessions = workdir / "sessions"
@@ -76,7 +87,8 @@ async def run_load(
     log.touch()
     agents = AgentClient(client, task_queue=task_queue, sessions_dir=sessions, limits=LOAD_LIMITS)
     workers: list[WorkerProc] = [
-        await spawn_worker(address, task_queue, sessions, log, workdir).ready() for _ in range(2)
+        await spawn_worker(address, task_queue, sessions, log, workdir, replay_slots=replay_slots).ready()
+        for _ in range(2)
     ]
     report = LoadReport(conversations, duration)
     deadline = time.monotonic() + duration
@@ -91,7 +103,14 @@ async def run_load(
                 turn += 1
                 prompt = orjson.dumps({"calls": [["add", {"a": index, "b": turn}]], "turn": turn}).decode()
                 started = time.monotonic()
-                await agent.prompt(prompt, id=f"{agent.session_id}-{turn}")
+                while True:
+                    try:
+                        await agent.prompt(prompt, id=f"{agent.session_id}-{turn}")
+                        break
+                    except WorkflowTaskFailingError:  # as the error says: the same id, sent again
+                        if time.monotonic() > deadline + 120:
+                            raise
+                        report.resent += 1
                 await agent.wait_for_idle(timeout=120)
                 report.latencies.append(time.monotonic() - started)
                 report.turns += 1
@@ -137,7 +156,9 @@ async def run_load(
             await asyncio.sleep(kill_every * random.uniform(0.8, 1.2))
             workers[victim].kill()
             report.kills += 1
-            workers[victim] = await spawn_worker(address, task_queue, sessions, log, workdir).ready()
+            workers[victim] = await spawn_worker(
+                address, task_queue, sessions, log, workdir, replay_slots=replay_slots
+            ).ready()
             victim = 1 - victim
 
     chaos_task = asyncio.create_task(chaos())
@@ -159,6 +180,7 @@ async def main() -> None:
     parser.add_argument("--conversations", type=int, default=100)
     parser.add_argument("--duration", type=float, default=300)
     parser.add_argument("--kill-every", type=float, default=30)
+    parser.add_argument("--replay-slots", type=int, default=0, help="the workers' replay_slots (0: none)")
     parser.add_argument("--workdir", help="keep sessions, logs and the server's database here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,6 +194,7 @@ async def main() -> None:
                 conversations=args.conversations,
                 duration=args.duration,
                 kill_every=args.kill_every,
+                replay_slots=args.replay_slots,
             )
     print(report.summary())
     for problem in (report.problems + report.client_errors)[:20]:
