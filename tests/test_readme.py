@@ -289,7 +289,9 @@ async def test_cli_commands_against_a_demo_deployment(temporal_client: Client, t
                 # and this process's worker (no key) would take some of its tasks.
                 argv += ["--once", "hello", "--port", "0", "--no-ui", "--demo-port", "0", "--codec-port", "0"]
                 argv += ["--data-dir", str(tmp_path / "encrypted")]
-                run_env = {k: v for k, v in env.items() if k not in ("TEMPORAL_ADDRESS", "AGENTCORE_TASK_QUEUE")}
+                run_env = {
+                    k: v for k, v in env.items() if k not in ("TEMPORAL_ADDRESS", "AGENTCORE_TASK_QUEUE")
+                }
             result = await asyncio.to_thread(
                 subprocess.run, argv, cwd=tmp_path, env=run_env, input="/state\n/quit\n",
                 capture_output=True, text=True, timeout=90,
