@@ -26,10 +26,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import TaskQueueKind, TaskQueueType
 from temporalio.api.errordetails.v1 import NamespaceNotFoundFailure
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -750,12 +754,38 @@ class DurableAgent:
                 if time.monotonic() > deadline:
                     raise WorkflowTaskFailingError(
                         f"{name} (request id {request_id!r}) was refused for {refused_for:.0f} s: the "
-                        "conversation's workflow task keeps failing or timing out (its worker is "
-                        "overloaded, or the workflow fails: see the worker's log). Nothing was applied; "
-                        "sending it again with the same request id is safe"
+                        f"conversation's workflow task keeps failing or timing out ({await self._task_failure()}). "
+                        "Nothing was applied; sending it again with the same request id is safe"
                     ) from None
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+    async def _task_failure(self) -> str:
+        """What the conversation's history says of its last failed workflow task (a failure's
+        message, or a timeout); the first failure of a series is recorded, its retries are not."""
+        try:
+            response = await self.client.workflow_service.get_workflow_execution_history_reverse(
+                GetWorkflowExecutionHistoryReverseRequest(
+                    namespace=self.client.namespace,
+                    execution=WorkflowExecution(workflow_id=self.session_id),
+                    maximum_page_size=50,
+                ),
+                timeout=timedelta(seconds=5),
+            )
+        except RPCError:
+            response = None
+        for event in response.history.events if response is not None else ():
+            if event.HasField("workflow_task_failed_event_attributes"):
+                message = event.workflow_task_failed_event_attributes.failure.message
+                return f"the last failure: {message[:300]}; see the worker's log"
+            if event.HasField("workflow_task_timed_out_event_attributes"):
+                return (
+                    "the last one timed out: its worker did not finish it within the task timeout, "
+                    "overloaded or gone"
+                )
+            if event.HasField("workflow_task_completed_event_attributes"):
+                break
+        return "its worker is overloaded, or the workflow fails: see the worker's log"
 
     async def _signal(self, name: str, payload: BaseModel) -> None:
         _check_payload_size(name, payload)

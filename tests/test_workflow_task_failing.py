@@ -65,6 +65,8 @@ async def test_a_command_refused_for_a_failing_workflow_task_raises_a_typed_erro
             await agent.prompt("are you there?", id="refused-prompt")
         assert refused.value.code == WORKFLOW_TASK_FAILING
         assert "refused-prompt" in refused.value.message
+        # Why, from the conversation's history: the failure's own message.
+        assert "this conversation's workflow task fails" in refused.value.message, refused.value.message
         # The server holds an update for a failing conversation ~20 s before it refuses it.
         assert time.monotonic() - began < 45
 
