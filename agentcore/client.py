@@ -599,6 +599,15 @@ def _unanswered(requests: list[PendingApproval], messages: list[Message]) -> lis
 # How long an update keeps being resent while the server refuses it for a failed workflow task.
 UPDATE_REFUSED_RETRY_SECONDS = 60.0
 
+
+def _refusals_waited(timeout: float | None) -> float | None:
+    """A wait with a timeout (``run``, ``wait_for_idle``) waits refusals out until then: such a
+    conversation is not idle yet. One without a timeout raises after the usual minute: a
+    conversation whose task fails for good would otherwise hold it (and ``recover``, ``fork``)
+    forever."""
+    return math.inf if timeout else None
+
+
 # How long ``terminate`` waits for a conversation to name its schedules: a worker that runs it answers
 # in milliseconds; one that does not (none running, or its tasks failing) must not stop a terminate.
 TERMINATE_ASK_SECONDS = 5.0
@@ -716,8 +725,7 @@ class DurableAgent:
         refused_for: float | None = None,
     ) -> T:
         """``refused_for``: how long a refusal for a failed workflow task is waited out before
-        ``WorkflowTaskFailingError`` (``UPDATE_REFUSED_RETRY_SECONDS`` by default); a wait (``run``,
-        ``wait_for_idle``) waits it out until its own timeout: such a conversation is not idle yet."""
+        ``WorkflowTaskFailingError`` (``UPDATE_REFUSED_RETRY_SECONDS`` by default)."""
         _check_payload_size(name, request)
         if refused_for is None:
             refused_for = UPDATE_REFUSED_RETRY_SECONDS
@@ -855,7 +863,8 @@ class DurableAgent:
         request_id = id or _new_id()
         request = PromptRequest(id=request_id, messages=messages)
         return await self._waiting(
-            self._update("prompt_and_wait", request, request_id, Idle, refused_for=math.inf), timeout
+            self._update("prompt_and_wait", request, request_id, Idle, refused_for=_refusals_waited(timeout)),
+            timeout,
         )
 
     async def continue_(self, *, id: str | None = None) -> Accepted:
@@ -994,11 +1003,14 @@ class DurableAgent:
         ``since``: a message index (``prompt``'s ``Accepted.message_count``); the result then holds the
         messages from there on (``Idle.messages``, from ``Idle.start``; within the answer's budget,
         ``get_messages`` pages on), the run's answer last: no ``get_state`` needed to read it.
-        Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on."""
+        Raises ``TimeoutError`` when ``timeout`` (seconds) passes first; the conversation goes on.
+        While the conversation's workflow task keeps failing, the server refuses the call: it is sent
+        again until ``timeout``, and without one for a minute, then ``WorkflowTaskFailingError``."""
         request_id = _new_id()
         request = IdleRequest(id=request_id, since=since)
         return await self._waiting(
-            self._update("wait_for_idle", request, request_id, Idle, refused_for=math.inf), timeout
+            self._update("wait_for_idle", request, request_id, Idle, refused_for=_refusals_waited(timeout)),
+            timeout,
         )
 
     async def _waiting(self, waiting: Awaitable[Idle], timeout: float | None) -> Idle:

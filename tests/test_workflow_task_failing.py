@@ -1,7 +1,7 @@
 """A conversation whose workflow task keeps failing: the server refuses its updates. A command
 waits that out for a while, then raises a typed ``WorkflowTaskFailingError`` (not the server's
 untyped error); a wait (``wait_for_idle``, ``run``) waits it out until its own timeout, because
-such a conversation is simply not idle yet."""
+such a conversation is simply not idle yet, and one without a timeout raises it as a command does."""
 
 from __future__ import annotations
 
@@ -77,5 +77,8 @@ async def test_a_command_refused_for_a_failing_workflow_task_raises_a_typed_erro
         assert time.monotonic() - began >= 2.9
         with pytest.raises(TimeoutError):
             await agent.run("and now?", timeout=3)
+        # Without a timeout, a wait does not hang on a conversation that fails for good.
+        with pytest.raises(WorkflowTaskFailingError):
+            await agent.wait_for_idle()
 
         await agent.handle.terminate("test over")
