@@ -50,6 +50,10 @@ class LoadReport:
     # Prompts refused for a workflow task that kept failing (a worker overloaded past the task
     # timeout while it replays a killed worker's conversations), sent again with the same id.
     resent: int = 0
+    # From the workers' logs: workflow tasks that ran over 5 s (Core's TMPRL1104 warning), and ones
+    # that outlasted the 10 s task timeout (their completion refused: "Task not found").
+    long_tasks: int = 0
+    timed_out_tasks: int = 0
 
     @property
     def throughput(self) -> float:
@@ -66,8 +70,15 @@ class LoadReport:
             f"{self.percentile(0.5):.2f} s, p99 {self.percentile(0.99):.2f} s, max "
             f"{max(self.latencies, default=0):.2f} s, mean {statistics.fmean(self.latencies or [0]):.2f} s; "
             f"{len(self.problems)} lost/duplicated/out-of-order, {len(self.client_errors)} client errors, "
-            f"{self.resent} prompts refused for a failing workflow task and sent again"
+            f"{self.resent} prompts refused for a failing workflow task and sent again; workers' logs: "
+            f"{self.long_tasks} workflow tasks over 5 s, {self.timed_out_tasks} past the task timeout"
         )
+
+    def read_worker_logs(self, workdir: Path) -> None:
+        for output in workdir.glob("worker-*.out"):
+            text = output.read_text(errors="replace")
+            self.long_tasks += text.count("Workflow task duration exceeded")
+            self.timed_out_tasks += text.count("Task not found when completing")
 
 
 async def run_load(
@@ -170,6 +181,7 @@ async def run_load(
         for worker in workers:
             worker.terminate()
     report.duration = time.monotonic() - started
+    report.read_worker_logs(workdir)
     return report
 
 
