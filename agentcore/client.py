@@ -608,6 +608,9 @@ def _refusals_waited(timeout: float | None) -> float | None:
     return math.inf if timeout else None
 
 
+_TASK_FAILING_UNKNOWN = "its worker is overloaded, or the workflow fails: see the worker's log"
+
+
 # How long ``terminate`` waits for a conversation to name its schedules: a worker that runs it answers
 # in milliseconds; one that does not (none running, or its tasks failing) must not stop a terminate.
 TERMINATE_ASK_SECONDS = 5.0
@@ -781,8 +784,8 @@ class DurableAgent:
                 timeout=timedelta(seconds=5),
             )
         except RPCError:
-            response = None
-        for event in response.history.events if response is not None else ():
+            return _TASK_FAILING_UNKNOWN
+        for event in response.history.events:
             if event.HasField("workflow_task_failed_event_attributes"):
                 message = event.workflow_task_failed_event_attributes.failure.message
                 return f"the last failure: {message[:300]}; see the worker's log"
@@ -793,7 +796,7 @@ class DurableAgent:
                 )
             if event.HasField("workflow_task_completed_event_attributes"):
                 break
-        return "its worker is overloaded, or the workflow fails: see the worker's log"
+        return _TASK_FAILING_UNKNOWN
 
     async def _signal(self, name: str, payload: BaseModel) -> None:
         _check_payload_size(name, payload)
