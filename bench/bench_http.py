@@ -1,5 +1,6 @@
 """CPU per model call in the provider's whole path (request, httpx, SSE, events), against the
-loopback model in its own process (its CPU is not counted).
+loopback model in its own process (its CPU is not counted), through the providers' client (aiohttp's
+transport) and through httpx's own pool, taking turns.
 
     python -m bench --only http
 
@@ -12,8 +13,10 @@ import asyncio
 import statistics
 import time
 
+import httpx
+
 from agentcore.messages import TextContent, UserMessage
-from agentcore.providers import aclose_shared_client, stream
+from agentcore.providers import aclose_shared_client, base, stream
 from agentcore.runtime import LlmContext, StreamOptions
 from agentcore.testing.loopback import LoopbackServer
 
@@ -38,21 +41,41 @@ async def _calls(model: object, context: LlmContext, count: int, concurrency: in
     return (time.process_time() - started) / count
 
 
+def _own_pool() -> httpx.AsyncClient:
+    return httpx.AsyncClient(timeout=base.HTTP_TIMEOUT, limits=base.HTTP_LIMITS, trust_env=True)
+
+
 async def provider_calls(rounds: int = 3, count: int = 300, **_options: object) -> list[Row]:
     loopback = await spawn("bench.loopback_proc", "--port", "0")
     model = LoopbackServer(port=int(loopback.info)).model("openai-completions")
     context = LlmContext(messages=[UserMessage(content=[TextContent(text="/tools 1")], timestamp=1)])
-    seconds: dict[int, list[float]] = {}
+    clients = {"providers' client": base._new_client, "httpx's own pool": _own_pool}
+    seconds: dict[tuple[str, int], list[float]] = {}
     try:
         for _ in range(rounds):
-            await aclose_shared_client()  # each round opens its connections afresh
-            for concurrency in (1, 20):
-                await _calls(model, context, 20, concurrency)  # warm: connections open
-                seconds.setdefault(concurrency, []).append(await _calls(model, context, count, concurrency))
+            for name, make in clients.items():
+                await aclose_shared_client()  # each round opens its connections afresh
+                base._new_client = make
+                for concurrency in CONCURRENCY:
+                    await _calls(model, context, 20, concurrency)  # warm: connections open
+                    seconds.setdefault((name, concurrency), []).append(
+                        await _calls(model, context, count, concurrency)
+                    )
     finally:
+        base._new_client = clients["providers' client"]
         await aclose_shared_client()
         await loopback.stop()
     return [
-        Row(SECTION, f"{concurrency} at a time", f"{statistics.median(seconds[concurrency]) * 1000:.2f} ms")
-        for concurrency in (1, 20)
+        Row(SECTION, f"{name}, {concurrency} at a time", _each(seconds[name, concurrency]))
+        for name in clients
+        for concurrency in CONCURRENCY
     ]
+
+
+CONCURRENCY = (1, 20, 100)
+
+
+def _each(values: list[float]) -> str:
+    return (
+        f"{statistics.median(values) * 1000:.2f} ms (" + " / ".join(f"{v * 1000:.2f}" for v in values) + ")"
+    )

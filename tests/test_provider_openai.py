@@ -323,6 +323,35 @@ async def test_connection_refused_is_retryable():
     events, message = await run(model)
     assert final_error(events).retryable is True
     assert message.error_message.startswith("Connection error talking to openai")
+    # The transport's own words, not the httpx name its adapter maps a refusal to (ConnectTimeout).
+    assert "timed out" not in message.error_message
+    assert "Cannot connect to host 127.0.0.1:9" in message.error_message
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b""],
+    ids=["bad-status-line", "bad-chunk", "closed-at-once"],
+)
+async def test_a_malformed_answer_ends_the_stream_retryably(answer: bytes):
+    """Whatever the transport raises for a broken answer, the stream ends with one retryable error
+    (an exception escaping the body's reader would leave the caller waiting for good)."""
+
+    async def broken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(broken, "127.0.0.1", 0)
+    model = get_model("openai", "gpt-4o").model_copy(
+        update={"base_url": f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/v1"}
+    )
+    async with listener:
+        events, message = await asyncio.wait_for(run(model), timeout=10)
+    assert final_error(events).retryable is True
+    assert message.error_message.startswith("Connection error talking to openai: ")
+    assert SECRET_KEY not in dump_all(events)  # aiohttp's error carries the request's headers
 
 
 async def test_abort_closes_the_stream_promptly(server: LoopbackServer):

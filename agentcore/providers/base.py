@@ -6,7 +6,7 @@ turn each SSE event into builder calls. Everything else is here, written once:
 * ``PartialMessageBuilder`` owns the ``AssistantMessage`` under construction and emits the
   ``StreamEvent``s (``text_start``/``delta``/``end``, ``thinking_*``, ``toolcall_*``, ``done``,
   ``error``). Tool arguments are re-parsed leniently on every delta and strictly at the end.
-* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (its own pooled transport), reads
+* ``drive_sse`` posts the request on a shared ``httpx.AsyncClient`` (aiohttp's pooled transport), reads
   the body in a producer task, parses SSE, and guarantees the contract: the stream never raises, it
   ends with exactly one ``done`` or ``error`` event, and an abort closes the HTTP stream at once while
   keeping the partial content.
@@ -22,12 +22,14 @@ import itertools
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
+import aiohttp
 import httpx
 import orjson
+from httpx_aiohttp import HttpxAiohttpClient
 
 from ..events import (
     StreamDone,
@@ -78,7 +80,9 @@ HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 # more than 20 model calls at once otherwise closes and reopens connections on every call.
 HTTP_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _MAX_ERROR_BODY_BYTES = 64 * 1024
-# httpx refuses ``http2=True`` without the optional ``h2`` package; HTTP/1.1 serves just as well.
+# With the optional ``h2`` package, HTTPS endpoints speak HTTP/2 through httpx's own transport;
+# without it (the default), HTTP/1.1 through aiohttp's, which costs a model call a quarter of the CPU
+# (bench/RESULTS.md, entry 66).
 _HTTP2 = importlib.util.find_spec("h2") is not None
 
 BlockKind = Literal["text", "thinking", "toolCall"]
@@ -245,31 +249,53 @@ class HttpRequest:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-    weakref.WeakKeyDictionary()
-)
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[httpx.AsyncClient, AsyncGenerator[None, None]]
+] = weakref.WeakKeyDictionary()
 
 
-def shared_client() -> httpx.AsyncClient:
+async def shared_client() -> httpx.AsyncClient:
     """One client per event loop: keep-alive connections save a TLS handshake on every model call.
 
     A client's connections belong to the loop that opened them, hence one per loop (tests, Temporal
-    workers and the in-process agent may each run their own loop). ``HTTP_PROXY`` / ``HTTPS_PROXY``
-    / ``NO_PROXY`` and ``SSL_CERT_FILE`` are honoured (httpx's ``trust_env``); HTTPS endpoints speak
-    HTTP/2 when the ``h2`` package is installed (``pip install 'agentcore[http2]'``)."""
+    workers and the in-process agent may each run their own loop); the client is closed as its loop
+    shuts down. ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` are honoured
+    (httpx's ``trust_env``). The requests go through aiohttp's transport (``httpx-aiohttp``):
+    httpx's own pool costs a call 0.4-1.5 ms of CPU more, growing with its open connections. With
+    the ``h2`` package installed (``pip install 'agentcore[http2]'``) HTTPS endpoints speak HTTP/2
+    through httpx's transport instead."""
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None or client.is_closed:
-        client = httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, http2=_HTTP2, trust_env=True)
-        _clients[loop] = client
+    held = _clients.get(loop)
+    if held is not None and not held[0].is_closed:
+        return held[0]
+    client = _new_client()
+    closer = _closed_with_the_loop(client)
+    await anext(closer)
+    _clients[loop] = (client, closer)
     return client
 
 
-async def aclose_shared_client() -> None:
-    """Close this loop's shared client (call before the loop ends to release its sockets)."""
-    client = _clients.pop(asyncio.get_running_loop(), None)
-    if client is not None:
+def _new_client() -> httpx.AsyncClient:
+    if _HTTP2:
+        return httpx.AsyncClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, http2=True, trust_env=True)
+    return HttpxAiohttpClient(timeout=HTTP_TIMEOUT, limits=HTTP_LIMITS, trust_env=True)
+
+
+async def _closed_with_the_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Parked at its ``yield`` until the loop's ``shutdown_asyncgens()`` (``asyncio.run`` and
+    pytest-asyncio call it) closes it, and with it the client: aiohttp reports a session that is
+    collected unclosed as an error."""
+    try:
+        yield
+    finally:
         await client.aclose()
+
+
+async def aclose_shared_client() -> None:
+    """Close this loop's shared client (the next model call opens a new one)."""
+    held = _clients.pop(asyncio.get_running_loop(), None)
+    if held is not None:
+        await held[1].aclose()
 
 
 # How long a finished stream waits for the rest of its body (the chunked terminator) to arrive.
@@ -403,7 +429,7 @@ async def _settle(task: asyncio.Task[None]) -> None:
 
 
 async def _produce(request: HttpRequest, provider: str, queue: asyncio.Queue[_QueueItem]) -> None:
-    client = shared_client()
+    client = await shared_client()
     try:
         async with client.stream(
             "POST", request.url, content=orjson.dumps(request.body), headers=request.headers
@@ -446,18 +472,24 @@ async def _produce(request: HttpRequest, provider: str, queue: asyncio.Queue[_Qu
             if tail:
                 queue.put_nowait(tail)
             queue.put_nowait(_END)
-    except httpx.TimeoutException as exc:
-        queue.put_nowait(
-            ProviderFailure(provider, f"timed out ({type(exc).__name__})", retryable=True, kind="connection")
-        )
-    except httpx.TransportError as exc:
-        # Connection refused, reset, or dropped mid-body: the request may well succeed next time.
-        detail = str(exc) or type(exc).__name__
-        queue.put_nowait(ProviderFailure(provider, detail, retryable=True, kind="connection"))
+    except (httpx.TransportError, aiohttp.ClientError) as exc:
+        # Connection refused, reset, timed out, dropped mid-body, or a malformed response (which
+        # aiohttp raises as its own error): the request may well succeed next time.
+        queue.put_nowait(ProviderFailure(provider, _wire_failure(exc), retryable=True, kind="connection"))
     except httpx.HTTPError as exc:
         queue.put_nowait(
             ProviderFailure(provider, str(exc) or type(exc).__name__, retryable=False, kind="connection")
         )
+
+
+def _wire_failure(exc: Exception) -> str:
+    """What went wrong on the wire. aiohttp's own error says it best: the httpx name its transport
+    gives it can mislead (a refused connection arrives as ``ConnectTimeout``)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else None
+    if isinstance(cause, TimeoutError) or (cause is None and isinstance(exc, httpx.TimeoutException)):
+        return f"timed out ({type(exc).__name__})"
+    named = cause or exc
+    return str(named) or type(named).__name__
 
 
 async def _read_limited(response: httpx.Response) -> bytes:
