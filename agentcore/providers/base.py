@@ -261,7 +261,7 @@ async def shared_client() -> httpx.AsyncClient:
     workers and the in-process agent may each run their own loop); the client is closed as its loop
     shuts down. ``HTTP_PROXY`` / ``HTTPS_PROXY`` / ``NO_PROXY`` and ``SSL_CERT_FILE`` are honoured
     (httpx's ``trust_env``). The requests go through aiohttp's transport (``httpx-aiohttp``):
-    httpx's own pool costs a call 0.4-1.5 ms of CPU more, growing with its open connections. With
+    httpx's own pool costs a call 0.4-1.7 ms of CPU more, growing with its open connections. With
     the ``h2`` package installed (``pip install 'agentcore[http2]'``) HTTPS endpoints speak HTTP/2
     through httpx's transport instead."""
     loop = asyncio.get_running_loop()
