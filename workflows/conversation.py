@@ -220,6 +220,10 @@ class ConversationWorkflow(
             )
             if self.pending_run is not None:
                 await self._run_agent(self.pending_run)
+                if self.pending_run is None and self._continue_as_new_due():
+                    # Roll over before the next run: back-to-back runs leave no pause, and a run
+                    # taken here would write this one's entries at once and grow the history on.
+                    self.rolling_over = True
             if self.approvals_to_carry:
                 await self._continue_as_new()  # a run set aside while its calls wait for approval
             if self.subagent is not None and self.subagent_outcome is not None:
