@@ -41,6 +41,9 @@ async def _calls(model: object, context: LlmContext, count: int, concurrency: in
     return (time.process_time() - started) / count
 
 
+CONCURRENCY = (1, 20, 100)
+
+
 def _own_pool() -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=base.HTTP_TIMEOUT, limits=base.HTTP_LIMITS, trust_env=True)
 
@@ -70,9 +73,6 @@ async def provider_calls(rounds: int = 3, count: int = 300, **_options: object) 
         for name in clients
         for concurrency in CONCURRENCY
     ]
-
-
-CONCURRENCY = (1, 20, 100)
 
 
 def _each(values: list[float]) -> str:

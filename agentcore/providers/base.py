@@ -80,9 +80,7 @@ HTTP_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 # more than 20 model calls at once otherwise closes and reopens connections on every call.
 HTTP_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _MAX_ERROR_BODY_BYTES = 64 * 1024
-# With the optional ``h2`` package, HTTPS endpoints speak HTTP/2 through httpx's own transport;
-# without it (the default), HTTP/1.1 through aiohttp's, which costs a model call a quarter of the CPU
-# (bench/RESULTS.md, entry 66).
+# With the optional ``h2`` package installed, the shared client is httpx's own (see ``_new_client``).
 _HTTP2 = importlib.util.find_spec("h2") is not None
 
 BlockKind = Literal["text", "thinking", "toolCall"]
