@@ -313,9 +313,9 @@ async def test_manual_compaction_with_instructions_is_idempotent_on_its_id(
         assert "keep the facts" in request_text
         assert facts_in(entry.summary) == {0: "x0", 1: "x1"}  # the last two turns are kept (600 tokens)
         assert entry.details["reason"] == "manual"
-        requests = len(server.requests)
+        requests = server.requests_received
         again = await compact_session(storage, model, stream, entry_id="compaction-1", api_key=API_KEY)
-        assert again == entry and len(server.requests) == requests  # a retried activity calls no model
+        assert again == entry and server.requests_received == requests  # a retried activity calls no model
         end = compaction_end_event(entry)
         assert end.tokens_before == entry.tokens_before > end.tokens_after  # type: ignore[operator]
         assert AGENT_EVENT_ADAPTER.validate_python(end.model_dump()) == end

@@ -381,7 +381,7 @@ async def test_already_aborted_signal_sends_nothing(server: LoopbackServer):
     signal = AbortSignal()
     signal.abort()
     events, message = await run(gpt4o(server), options=StreamOptions(api_key="k", signal=signal))
-    assert message.stop_reason == "aborted" and server.requests == []
+    assert message.stop_reason == "aborted" and server.requests_received == 0
 
 
 async def test_key_never_leaks_even_when_echoed(server: LoopbackServer):
@@ -529,6 +529,18 @@ async def test_finished_streams_return_their_connection_to_the_pool(server: Loop
         _, message = await run(model)
         assert message.stop_reason == "stop"
     assert server.connections_accepted - accepted_before == 1
+
+
+async def test_the_loopback_server_keeps_its_latest_requests_and_counts_them_all():
+    # Each body holds the whole context: a record of every request grew without end in a long
+    # conversation (``agentcore dev``, the bench's model server).
+    async with LoopbackServer(keep_requests=3) as small:
+        model = small.model("openai-completions", "gpt-4o")
+        for i in range(5):
+            small.enqueue(Script(text="ok"))
+            await run(model, LlmContext(messages=[UserMessage(content=f"q{i}", timestamp=1)]))
+        assert small.requests_received == 5
+        assert [r.body["messages"][-1]["content"] for r in small.requests] == ["q2", "q3", "q4"]
 
 
 @pytest.fixture

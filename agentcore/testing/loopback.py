@@ -429,8 +429,14 @@ def _protocol_for(path: str) -> Protocol | None:
     return None
 
 
+KEEP_REQUESTS = 50
+
+
 class LoopbackServer:
-    """Raw asyncio HTTP/1.1 server on 127.0.0.1 (keep-alive, chunked SSE responses)."""
+    """Raw asyncio HTTP/1.1 server on 127.0.0.1 (keep-alive, chunked SSE responses).
+
+    ``requests`` holds the latest ``keep_requests`` requests it answered, for tests to inspect;
+    ``requests_received`` counts them all."""
 
     def __init__(
         self,
@@ -439,15 +445,20 @@ class LoopbackServer:
         host: str = "127.0.0.1",
         port: int = 0,
         context_window: int | None = None,
+        keep_requests: int = KEEP_REQUESTS,
     ) -> None:
         self.responder: Responder = responder or demo_responder
         self.context_window = context_window
         self.overflows = 0  # requests refused as longer than ``context_window``
         self.connections_accepted = 0  # TCP connections, over the server's life (keep-alive reuse)
+        self.requests_received = 0  # over the server's life
         self.host = host
         self.port = port
         self.scripts: deque[Script] = deque()
-        self.requests: list[RecordedRequest] = []
+        # The latest ``keep_requests`` requests, oldest first. Bounded: each body holds the whole
+        # context, so a long conversation's record grew without end (and every garbage collection
+        # of the server's process walked it: 80 ms pauses 270 turns in).
+        self.requests: deque[RecordedRequest] = deque(maxlen=keep_requests)
         # perf_counter() just before each frame of the latest response was written (latency bench).
         self.frame_times: list[float] = []
         self._server: asyncio.Server | None = None
@@ -566,6 +577,7 @@ class LoopbackServer:
         except orjson.JSONDecodeError:
             body = None
         self.requests.append(RecordedRequest(method, path, headers, body))
+        self.requests_received += 1
         protocol = _protocol_for(path)
         if method != "POST" or protocol is None:
             await _write_json(writer, 404, {"error": {"message": f"no route for {method} {path}"}}, {})

@@ -81,7 +81,7 @@ async def test_provider_faults_retried_by_temporal_or_ending_the_turn(rig: Rig) 
         await agent.prompt("still accepting prompts?")  # the conversation goes on after a failed turn
         state = await rig.settle(agent)
         assert state.messages[-1].stop_reason == "stop" and state.error_message is None
-        assert len(server.requests) == 2 * len(RETRYABLE) + len(FINAL) + 1
+        assert server.requests_received == 2 * len(RETRYABLE) + len(FINAL) + 1
 
 
 async def test_tool_arguments_that_are_not_json(rig: Rig) -> None:
