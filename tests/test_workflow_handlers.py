@@ -522,15 +522,15 @@ async def test_starting_a_running_session_again_is_refused(temporal_client: Clie
         assert refused.value.code == "AGENT_EXISTS"
 
 
-async def _runs_chain(client: Client, workflow_id: str, first_run: str) -> list[int]:
-    """Each run's history length, from ``first_run`` along its continues-as-new."""
-    lengths, run_id = [], first_run
+async def _runs_chain(client: Client, workflow_id: str, first_run: str) -> list[WorkflowHistory]:
+    """Each run's history, from ``first_run`` along its continues-as-new."""
+    histories, run_id = [], first_run
     while True:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        lengths.append(len(history.events))
+        histories.append(history)
         last = history.events[-1]
         if last.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-            return lengths
+            return histories
         run_id = last.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
 
 
@@ -538,9 +538,9 @@ async def test_back_to_back_runs_continue_as_new_at_the_threshold(
     temporal_client: Client, tmp_path: Path
 ) -> None:
     """Runs sent one after the other, each as its predecessor ends, leave no pause to roll over in: the
-    run that passes the threshold rolls the conversation over, and the next prompt goes to the next
-    run (refused ``ROLLING_OVER`` meanwhile, sent again by the client), so no run's history outgrows
-    the threshold by more than a turn."""
+    run that passes the threshold rolls the conversation over in the workflow task it ended in (its
+    unwritten entries go with the next run, which writes them), and the next prompt goes to the next
+    run, so no run's history outgrows the threshold by more than a turn."""
     threshold = 40
     limits = ConversationLimits(continue_as_new_after_events=threshold, llm_heartbeat_seconds=2)
     async with running_worker(temporal_client, tmp_path, ScriptedModel(_echo), limits=limits) as h:
@@ -550,9 +550,19 @@ async def test_back_to_back_runs_continue_as_new_at_the_threshold(
             idle = await agent.run(f"p{i}", timeout=20)
             assert idle.messages[-1].text == f"echo {i + 1}: p{i}"
         await agent.wait_for_idle(timeout=20)  # the last run's entries written
-        lengths = await _runs_chain(temporal_client, "back-to-back", first_run)
+        runs = await _runs_chain(temporal_client, "back-to-back", first_run)
         with JsonlSessionStorage.open(h.session_path("back-to-back")) as storage:
             users = [m.text for m in storage.build_context().messages if isinstance(m, UserMessage)]
+    lengths = [len(run.events) for run in runs]
     assert len(lengths) >= 3, lengths
     assert all(length <= threshold + 20 for length in lengths[:-1]), lengths
     assert users == [f"p{i}" for i in range(16)]
+    for run in runs[:-1]:
+        types = [event.event_type for event in run.events]
+        ended = max(
+            i for i, t in enumerate(types) if t == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
+        )
+        # No task after the last run's: no session.append activity, no timer.
+        assert EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED not in types[ended:], [
+            EventType.Name(t) for t in types[ended:]
+        ]

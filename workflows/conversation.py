@@ -230,11 +230,15 @@ class ConversationWorkflow(
                 await self._end_subagent()
                 return
             await self._defer_flush()
-            if self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
+            # Continuing as new, the unwritten entries go with the next run, whose first task
+            # writes them from inside itself (made in an earlier run, they count as committed): no
+            # session.append round trip here, and the roll-over ends in the task the run ended in.
+            rolling_over = self.pending_run is None and self._continue_as_new_due()
+            if self.pending_run is None and self.transcript.unwritten and not self.write_blocked and not rolling_over:
                 await self._flush()
             if self.pending_run is None and self._index_deferred:
                 self._index()
-            if self.pending_run is None and self._continue_as_new_due():
+            if rolling_over:
                 await self._continue_as_new()
 
     async def _end_subagent(self) -> None:
