@@ -734,6 +734,7 @@ class DurableAgent:
             refused_for = UPDATE_REFUSED_RETRY_SECONDS
         deadline = time.monotonic() + refused_for
         delay = 0.2
+        resent = False  # after a ROLLING_OVER refusal
         while True:
             sent = time.monotonic()
             try:
@@ -752,8 +753,14 @@ class DurableAgent:
                         # A wait that went on (``run``, ``wait_for_idle``) until the roll-over:
                         # sent again as a new call would be.
                         deadline = time.monotonic() + refused_for
+                        resent = False
                     if cause.type != ROLLING_OVER or time.monotonic() > deadline:
                         raise AgentError.from_code(cause.type, cause.message) from None
+                    if not resent:
+                        # The run mostly continues as new in the workflow task that refused this
+                        # (once its handlers are done): sent again at once, then after 0.2 s, ...
+                        resent = True
+                        continue
                 else:
                     raise AgentError(str(cause or err), code="UPDATE_FAILED") from None
             except RPCError as err:
