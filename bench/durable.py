@@ -352,6 +352,14 @@ async def burst(
         Row(label, "failed conversations", str(failures), "0", failures == 0),
         Row(
             label,
+            "remote activities per turn: model calls / tools / session writes (the rest local)",
+            " / ".join(
+                f"{task_failures[f'remote {name}'] / max(sum(len(r.samples) for r in results), 1):.2f}"
+                for name in ("llm.stream", "tools.execute", "session.append")
+            ),
+        ),
+        Row(
+            label,
             "workflow task start-to-close timeouts + failures (sticky queue waits)",
             f"{task_failures['timeout'] + task_failures['failure']} ({task_failures['sticky']})",
             "0",
@@ -422,10 +430,14 @@ async def _burst_round(
 async def _workflow_task_failures(s: Stack, session_id: str) -> Counter[str]:
     """Failed workflow tasks, timed-out ones (a worker held one too long), and sticky queue waits: a
     task that waited more than ``sticky_queue_schedule_to_start_timeout`` for its worker to take it
-    and went to the shared queue (no work lost; the worker that takes it replays the history)."""
+    and went to the shared queue (no work lost; the worker that takes it replays the history).
+    Also the remote activities by type (``remote <name>``): a model call or tool call there was
+    handed off by its local attempt (or declined by it, a conversation's first model call)."""
     counts = Counter[str]()
     for event in (await _history(s, session_id)).events:
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            counts[f"remote {event.activity_task_scheduled_event_attributes.activity_type.name}"] += 1
+        elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
             counts["failure"] += 1
         elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
             kind = event.workflow_task_timed_out_event_attributes.timeout_type
