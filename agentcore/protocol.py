@@ -74,8 +74,10 @@ class ConversationLimits(WireModel):
     max_concurrent_tools: int = 10
     # Continue-as-new between runs once history passes this many events (or when the server suggests).
     # Kept low on purpose: a worker that takes over a conversation replays its history, and 100
-    # conversations replaying 8,000 events each on a small machine overran the workflow task timeout.
-    continue_as_new_after_events: int = 2_000
+    # conversations replaying 8,000 events each on a small machine overran the workflow task timeout;
+    # under worker kills 1,000 had fewer long tasks and more turns a second than 2,000 in ten runs
+    # of ten (bench/RESULTS.md, entries 67 and 68).
+    continue_as_new_after_events: int = 1_000
     # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
     retained_events: int = 500
     retained_event_bytes: int = 2 * 1024 * 1024
