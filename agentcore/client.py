@@ -1176,10 +1176,19 @@ class DurableAgent:
         pause = RECONNECT_FIRST_PAUSE
         while True:
             stream = WorkflowStreamClient.create(self.client, self.session_id)
+            items = stream.subscribe([EVENTS_TOPIC], from_offset=offset, poll_cooldown=poll_cooldown)
             try:
-                async for item in stream.subscribe(
-                    [EVENTS_TOPIC], from_offset=offset, poll_cooldown=poll_cooldown
-                ):
+                while True:
+                    # Each poll is an Update: with no worker it would wait for one until the
+                    # reconnect timeout; NoWorkerError says so within seconds, as for every call.
+                    try:
+                        item = await self.agents._worker_answered(
+                            anext(items),
+                            self._task_queue,
+                            f"the event stream from offset {offset} has no answer",
+                        )
+                    except StopAsyncIteration:
+                        break
                     failing_since, pause = None, RECONNECT_FIRST_PAUSE
                     if item.offset > offset:
                         # The workflow keeps the newest events only (``ConversationLimits``): say what

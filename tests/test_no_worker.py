@@ -66,6 +66,12 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
     assert task_queue in error.message and "first-prompt" in error.message, error.message
     with pytest.raises(NoWorkerError, match="get_state has no answer"):
         await agent.get_state()
+    # A subscriber's polls are Updates too: said within seconds, not after the reconnect timeout.
+    began = time.monotonic()
+    with pytest.raises(NoWorkerError, match="the event stream from offset 0 has no answer"):
+        async for _ in agent.events(0):
+            pass
+    assert time.monotonic() - began < 10 * CHECK
     # Started with its prompt (update-with-start): the conversation starts, the prompt waits.
     with pytest.raises(NoWorkerError, match="the conversation started"):
         await agents.start("nobody-home-2", AgentOptions(model=scripted_model()), prompt="hi there")
