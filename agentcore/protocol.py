@@ -75,8 +75,8 @@ class ConversationLimits(WireModel):
     # Continue-as-new between runs once history passes this many events (or when the server suggests).
     # Kept low on purpose: a worker that takes over a conversation replays its history, and 100
     # conversations replaying 8,000 events each on a small machine overran the workflow task timeout;
-    # under worker kills 1,000 had fewer long tasks and more turns a second than 2,000 in ten runs
-    # of ten (bench/RESULTS.md, entries 67 and 68).
+    # under worker kills 1,000 had fewer long tasks and more turns a second than 2,000 in all ten
+    # alternated pairs (bench/RESULTS.md, entries 67 and 68).
     continue_as_new_after_events: int = 1_000
     # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
     retained_events: int = 500
