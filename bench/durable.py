@@ -781,7 +781,7 @@ async def deltas(streams: int = 5, count: int = 100, gap_ms: float = 10, **optio
         for _ in range(streams):
             received: dict[int, float] = {}
             started = time.perf_counter()
-            await clock._prompt(f"/stream {count} {gap_ms}")
+            await clock.prompt(f"/stream {count} {gap_ms}")
             while True:
                 kind, at, event = await asyncio.wait_for(clock.queue.get(), 60)
                 if kind == "message_update":

@@ -26,7 +26,7 @@ from temporalio.client import Client
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
-from agentcore.protocol import ConversationLimits
+from agentcore.protocol import Accepted, ConversationLimits
 from agentcore.temporal import DevServer
 from agentcore.testing.scripted import scripted_model
 
@@ -224,7 +224,7 @@ class TurnClock:
             self.idle_at.append(time.time())
             last = idle.messages[-1]
         else:
-            accepted = await self._unless_busy(lambda: self.agent.prompt(text))
+            accepted = await self.prompt(text)
             if self.subscribe:
                 while True:
                     kind, at, event = await asyncio.wait_for(self.queue.get(), timeout)
@@ -238,6 +238,10 @@ class TurnClock:
         if last.role != "assistant":
             raise RuntimeError("the run ended without the answer")
         return time.perf_counter() - started
+
+    async def prompt(self, text: str) -> Accepted:
+        """Send ``text`` without waiting for its run (the caller reads the subscriber's ``queue``)."""
+        return await self._unless_busy(lambda: self.agent.prompt(text))
 
     async def _unless_busy(self, send: Callable[[], Awaitable[T]]) -> T:
         """``send()``, again while the conversation is still busy with the run before: its
