@@ -70,8 +70,10 @@ async def _history(stack_: Stack, session_id: str) -> Any:
 def _idle_delays(history: Any, returned: list[float]) -> tuple[list[float], list[float]]:
     """Per ``wait_for_idle``: seconds from its run's end to the update's completion in the history,
     and to the client holding the result (``returned``: wall-clock times, in order; matched from the
-    last, as the history is the current run's). A run ends in the workflow task of its last model
-    call: the task that made a local call's marker, or the one after a remote call's result."""
+    last, as the history is the current run's; its first wait may be one it cannot time, answered
+    for a run that ended before the conversation continued as new). A run ends in the workflow task
+    of its last model call: the task that made a local call's marker, or the one after a remote
+    call's result."""
     scheduled: dict[int, str] = {}
     waits: set[str] = set()
     task_done = run_end = 0.0
@@ -98,7 +100,10 @@ def _idle_delays(history: Any, returned: list[float]) -> tuple[list[float], list
             if attributes.accepted_request.input.name in ("wait_for_idle", "prompt_and_wait"):
                 waits.add(attributes.protocol_instance_id)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
-            if event.workflow_execution_update_completed_event_attributes.meta.update_id in waits:
+            attributes = event.workflow_execution_update_completed_event_attributes
+            # Not one refused as ROLLING_OVER (sent again to the next run), nor one the next run
+            # answered for a run that ended in the last (its end is in that run's history).
+            if attributes.meta.update_id in waits and not attributes.outcome.HasField("failure") and run_end:
                 pairs.append((run_end, at))
     pairs = pairs[-len(returned) :]
     in_history = [completed - end for end, completed in pairs]
@@ -476,20 +481,29 @@ def _tool_spans(events: list[Any]) -> list[float]:
 
 
 async def tools(turns: int = 20, model_kind: str = "loopback", **options: Any) -> list[Row]:
-    """Tool activities: first scheduled -> the workflow task that sees the last result; and the
-    whole tool turn."""
+    """Tool activities (``local_tool_calls`` off: every call a remote ``tools.execute``, as a slow
+    tool's is): first scheduled -> the workflow task that sees the last result; and the whole tool
+    turn as shipped (a quick tool's calls local)."""
     section = "3. tool execution overhead (no-op tool)"
     rows = []
+    # One run's history holds every turn timed (no continue-as-new).
+    remote = BENCH_LIMITS.model_copy(
+        update={"local_tool_calls": False, "continue_as_new_after_events": 100_000}
+    )
     async with stack(model=model_kind, **options) as s:
         for batch in (1, 5, 10):
-            agent = await s.start_agent()
+            agent = await s.start_agent(limits=remote)
             clock = await TurnClock(agent).start()
             for _ in range(3 + turns):
                 await clock.turn(f"/tools {batch}")
             await clock.stop()
             history = await _history(s, agent.session_id)
             spans = _tool_spans(list(history.events))[3:]
-            rows.append(_lat_row(section, f"batch of {batch}: scheduled -> results seen", spans, 5.0))
+            rows.append(
+                _lat_row(
+                    section, f"batch of {batch}: remote tools.execute scheduled -> results seen", spans, 5.0
+                )
+            )
         for batch in (1, 5, 10):
             agent = await s.start_agent()
             clock = await TurnClock(agent).start()

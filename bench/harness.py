@@ -88,12 +88,15 @@ class Stack:
             base_url=f"http://127.0.0.1:{port}/v1",
         )
 
-    async def start_agent(self, name: str | None = None, prompt: str | None = None) -> DurableAgent:
+    async def start_agent(
+        self, name: str | None = None, prompt: str | None = None, limits: ConversationLimits | None = None
+    ) -> DurableAgent:
         """A new conversation; with ``prompt``, started with that prompt's run (one call)."""
         agent = await self.agents.start(
             name or f"b-{uuid.uuid4().hex[:10]}",
             AgentOptions(model=self.model(), tools=["noop"], system_prompt="Be brief."),
             prompt=prompt,
+            limits=limits,
         )
         return agent
 
