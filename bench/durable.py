@@ -310,7 +310,7 @@ class _BurstRound:
     samples: list[float]
     cpu: tuple[float, float, float, float]  # ms per turn: worker, server, clients, model server
     failures: int
-    task_failures: Counter[str]
+    history_counts: Counter[str]
     rss: tuple[int, int, int]  # idle, peak active, idle after
 
 
@@ -339,7 +339,8 @@ async def burst(
     rates = [r.rate for r in results]
     cpu = [statistics.median(r.cpu[index] for r in results) for index in range(4)]
     failures = sum(r.failures for r in results)
-    task_failures = sum((r.task_failures for r in results), Counter[str]())
+    history_counts = sum((r.history_counts for r in results), Counter[str]())
+    turns_done = max(sum(len(r.samples) for r in results), 1)
     median_round = sorted(results, key=lambda r: r.rate)[len(results) // 2]
     idle_rss, peak_rss, after_rss = median_round.rss
     return [
@@ -359,16 +360,16 @@ async def burst(
             label,
             "remote activities per turn: model calls / tools / session writes (the rest local)",
             " / ".join(
-                f"{task_failures[f'remote {name}'] / max(sum(len(r.samples) for r in results), 1):.2f}"
+                f"{history_counts[f'remote {name}'] / turns_done:.2f}"
                 for name in ("llm.stream", "tools.execute", "session.append")
             ),
         ),
         Row(
             label,
             "workflow task start-to-close timeouts + failures (sticky queue waits)",
-            f"{task_failures['timeout'] + task_failures['failure']} ({task_failures['sticky']})",
+            f"{history_counts['timeout'] + history_counts['failure']} ({history_counts['sticky']})",
             "0",
-            task_failures["timeout"] + task_failures["failure"] == 0,
+            history_counts["timeout"] + history_counts["failure"] == 0,
         ),
         Row(
             "7. worker memory",
@@ -412,9 +413,9 @@ async def _burst_round(
         after_rss = s.worker_rss()
         for clock in clocks:
             await clock.stop()
-        task_failures = Counter[str]()
-        for counts in await asyncio.gather(*(_workflow_task_failures(s, c.agent.session_id) for c in clocks)):
-            task_failures.update(counts)
+        history_counts = Counter[str]()
+        for one in await asyncio.gather(*(_history_counts(s, c.agent.session_id) for c in clocks)):
+            history_counts.update(one)
     done = max(len(samples), 1)
     per_turn = (
         (after.worker - before.worker) / done * 1000,
@@ -427,12 +428,12 @@ async def _burst_round(
         samples=samples,
         cpu=per_turn,
         failures=failures,
-        task_failures=task_failures,
+        history_counts=history_counts,
         rss=(idle_rss, peak_rss, after_rss),
     )
 
 
-async def _workflow_task_failures(s: Stack, session_id: str) -> Counter[str]:
+async def _history_counts(s: Stack, session_id: str) -> Counter[str]:
     """Failed workflow tasks, timed-out ones (a worker held one too long), and sticky queue waits: a
     task that waited more than ``sticky_queue_schedule_to_start_timeout`` for its worker to take it
     and went to the shared queue (no work lost; the worker that takes it replays the history).

@@ -222,7 +222,7 @@ class ConversationWorkflow(
                 await self._run_agent(self.pending_run)
                 if self.pending_run is None and self._continue_as_new_due():
                     # Roll over before the next run: back-to-back runs leave no pause, and a run
-                    # taken here would write this one's entries at once and grow the history on.
+                    # taken here would grow the history on.
                     self.rolling_over = True
             if self.approvals_to_carry:
                 await self._continue_as_new()  # a run set aside while its calls wait for approval
@@ -233,12 +233,12 @@ class ConversationWorkflow(
             # Continuing as new, the unwritten entries go with the next run, whose first task
             # writes them from inside itself (made in an earlier run, they count as committed): no
             # session.append round trip here, and the roll-over ends in the task the run ended in.
-            rolling_over = self.pending_run is None and self._continue_as_new_due()
-            if self.pending_run is None and self.transcript.unwritten and not self.write_blocked and not rolling_over:
+            due = self.pending_run is None and self._continue_as_new_due()
+            if not due and self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
                 await self._flush()
             if self.pending_run is None and self._index_deferred:
                 self._index()
-            if rolling_over:
+            if due:
                 await self._continue_as_new()
 
     async def _end_subagent(self) -> None:
