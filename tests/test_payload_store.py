@@ -15,8 +15,23 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from agentcore.budget import CUT_NOTE, json_size, newest_in_answer, oldest_in_answer, shrink_to_fit
-from agentcore.messages import ImageContent, TextContent, ToolResultMessage, UserMessage
+from agentcore.budget import (
+    CUT_NOTE,
+    approx_size,
+    json_size,
+    newest_in_answer,
+    oldest_in_answer,
+    shrink_to_fit,
+)
+from agentcore.messages import (
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from agentcore.temporal import DATA_CONVERTER
 from agentcore.temporal.payloads import (
     PAYLOAD_STORE_BYTES,
@@ -117,6 +132,36 @@ def test_shrink_replaces_images_with_a_line_naming_them() -> None:
     shrunk = shrink_to_fit(_result("caption", image=image), 64 * KB)
     assert [block.type for block in shrunk.content] == ["text", "text"]
     assert shrunk.content[1].text.startswith(f"[image/png image of {len(image)} base64")  # type: ignore[union-attr]
+
+
+def test_the_size_estimate_counts_every_large_field() -> None:
+    """``approx_size`` (what an answer's budget is counted in) follows the JSON size of each kind of
+    message, its strings, a thinking block's signature, a tool call's arguments and a result's details
+    included: each grows the estimate as much as the message."""
+    messages = [
+        UserMessage(content=[TextContent(text="hello " * 50)], timestamp=1),
+        AssistantMessage(
+            content=[
+                ThinkingContent(thinking="hmm " * 100, thinking_signature="S" * 3000),
+                TextContent(text="ok"),
+                ToolCall(id="c1", name="lookup", arguments={"q": "x" * 500}),
+            ],
+            timestamp=1,
+        ),
+        ToolResultMessage(
+            tool_call_id="c1",
+            tool_name="lookup",
+            content=[TextContent(text="r" * 1000), ImageContent(data="A" * 5000, mime_type="image/png")],
+            details={"k": "v" * 3000},
+            timestamp=1,
+        ),
+    ]
+    for message in messages:
+        assert 0.85 < approx_size(message) / json_size(message) < 1.4, message
+    grown = messages[1].model_copy(
+        update={"content": [ThinkingContent(thinking="hmm", thinking_signature="S" * 50_000)]}
+    )
+    assert approx_size(grown) >= 50_000
 
 
 def test_answers_keep_the_newest_or_oldest_messages_within_budget() -> None:
