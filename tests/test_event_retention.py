@@ -40,6 +40,7 @@ def _state(log: _Log, limits: ConversationLimits) -> ConversationState:
     state._event_offset = 0
     state._log_sizes = deque()
     state._log_bytes = 0
+    state._held_events = []
     return state
 
 
@@ -78,9 +79,11 @@ def test_the_log_keeps_the_longest_tail_within_both_bounds(
         else:
             keep, keep_bytes = arg
             bounds = (max_events, max_bytes) if keep is None else (keep, keep_bytes)
-            items, end = list(log.items), log.base_offset + len(log.items)
+            # Events not yet released count as the log's newest (the cut releases them first).
+            items = log.items + state._held_events
+            end = log.base_offset + len(items)
             expected = _expected_cut(items, end, *bounds)
             state._truncate_events(keep, keep_bytes)
             assert log.base_offset == max(expected, end - len(items))
-        assert state._event_offset == log.base_offset + len(log.items)
-        assert state._log_bytes == sum(item.ByteSize() for item in log.items)
+        assert state._event_offset == log.base_offset + len(log.items) + len(state._held_events)
+        assert state._log_bytes == sum(item.ByteSize() for item in log.items + state._held_events)

@@ -46,6 +46,49 @@ async def test_resume_from_an_offset_loses_and_repeats_nothing(
         assert first + rest == everything
 
 
+async def test_a_run_made_in_one_task_answers_a_waiting_poll_at_once(
+    temporal_client: Client, tmp_path: Path
+) -> None:
+    """A quick tool turn (two model calls and a tool, local attempts in the task the prompt brings)
+    reaches a waiting subscriber in one poll answer, agent_end included: its events enter the stream
+    where the task ends, not as they are made (a poll woken by the run's first event answered with
+    that one alone, and the subscriber's next poll cost a workflow task of its own)."""
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_respond), tools=[add_tool()]) as h:
+        agent = await h.agents.start("one-answer", AgentOptions(model=scripted_model(), tools=["add"]))
+        await agent.run("warm up")  # the conversation's first model call learns the model is quick
+        ends: asyncio.Queue[None] = asyncio.Queue()
+
+        async def follow(start: int) -> None:  # a subscriber always polling, as a page's is
+            async for _offset, event in agent.events(start):
+                if event.type == "agent_end":
+                    ends.put_nowait(None)
+
+        subscriber = asyncio.create_task(follow(await agent.event_offset()))
+        await asyncio.sleep(0.5)  # its first poll waits
+        polls_before = _polls(await agent.handle.fetch_history())
+        turns = 6
+        for turn in range(turns):
+            await agent.prompt(f"turn {turn}")
+            await asyncio.wait_for(ends.get(), 20)
+            await asyncio.sleep(0.2)  # the next poll waits before the next prompt
+        subscriber.cancel()
+        await asyncio.gather(subscriber, return_exceptions=True)
+        polls = _polls(await agent.handle.fetch_history()) - polls_before
+        # One poll waits when each prompt comes and answers with the whole run; the next one waits
+        # (two a turn before). The slack: a local attempt handed off on a loaded machine splits a run.
+        assert polls <= turns + 3, polls
+
+
+def _polls(history: Any) -> int:
+    return sum(
+        1
+        for event in history.events
+        if event.HasField("workflow_execution_update_accepted_event_attributes")
+        and event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        == "__temporal_workflow_stream_poll"
+    )
+
+
 async def _until_end(events: AsyncIterator[tuple[int, Any]]) -> AsyncIterator[tuple[int, Any]]:
     async for offset, event in events:
         yield offset, event

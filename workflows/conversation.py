@@ -92,6 +92,7 @@ class ConversationWorkflow(
         # Base64 of the serialized payload: 4 characters for 3 bytes.
         self._log_sizes = deque(len(item.data) * 3 // 4 for item in carried)
         self._log_bytes = sum(self._log_sizes)
+        self._held_events = []
         self._streaming_payloads = []
         self._retry = None
         self.retries = list(inp.retries)
@@ -193,6 +194,8 @@ class ConversationWorkflow(
     async def serve(self, inp: ConversationInput) -> None:
         """The conversation: runs as they come, the session file written, continue-as-new when due.
         A sub-agent's conversation returns once its one run ended and was written."""
+        # Held here: the event loop keeps only a weak reference to a task.
+        self._releaser = asyncio.create_task(self._release_held_events(), name="release events")
         if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
             self._record_initial_settings(inp)
         if inp.import_session_from is not None:
@@ -243,6 +246,7 @@ class ConversationWorkflow(
 
     async def _end_subagent(self) -> None:
         """A sub-agent's run ended: its entries written and its progress delivered before the result."""
+        self._release_events()
         if self.transcript.unwritten and not self.write_blocked:
             await self._flush()
         if self._index_deferred:
@@ -532,6 +536,7 @@ class ConversationWorkflow(
         # From here on a prompt or continue is refused as ROLLING_OVER (the client sends it again, to
         # the next run): pollers once detached cannot be attached again, so this run takes no new run.
         self.rolling_over = True
+        self._release_events()
         self.stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._truncate_events(keep=self.limits.retained_events // 5)

@@ -106,6 +106,9 @@ class TemporalRuntime:
         # Set when a local activity's result came in a later workflow task than the one it started
         # in: that task's number, and the history's length when the result came (see ``task``).
         self.late_local: tuple[int, int] | None = None
+        # Local activities the workflow awaits: while one runs its workflow task stays open, so
+        # nothing the workflow answers leaves the worker (``ConversationState._release_events``).
+        self.locals_running = 0
         # Local tool attempts side by side: a number for each, in the order they started, and the
         # numbers of those whose results the workflow has not taken yet (``_in_start_order``).
         self.local_started = 0
@@ -142,9 +145,11 @@ class TemporalRuntime:
     async def local(self, handle: workflow.ActivityHandle[T]) -> T:
         """A local activity's result (see ``task``)."""
         started = self.task()
+        self.locals_running += 1
         try:
             return await handle
         finally:
+            self.locals_running -= 1
             length = workflow.info().get_current_history_length()
             if length != started:
                 self.late_local = (started, length)

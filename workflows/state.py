@@ -204,6 +204,9 @@ class ConversationState:
     _event_offset: int
     _log_sizes: deque[int]
     _log_bytes: int
+    # Events made but not yet in the stream (``_release_events``).
+    _held_events: list[Payload]
+    _releaser: asyncio.Task[None]
 
     # Wake-ups (``WakeupHandlers`` in ``wakeups.py`` implements these).
     def _cancel_all_wakeups(self, reason: str) -> None:
@@ -248,10 +251,30 @@ class ConversationState:
         return EVENT_MAX_BYTES
 
     def _append(self, payload: Payload) -> None:
-        self.events.publish(payload)
+        self._held_events.append(payload)
         self._event_offset += 1
         self._log_sizes.append(payload.ByteSize())
         self._log_bytes += payload.ByteSize()
+
+    async def _release_held_events(self) -> None:
+        """Put the events made into the stream once no local activity runs (``_release_events``)."""
+        while True:
+            await workflow.wait_condition(lambda: bool(self._held_events) and not self.runtime.locals_running)
+            # What woke with this (a batch's next tool taken in start order) may start another local
+            # activity: look once more after it ran.
+            await workflow.wait_condition(lambda: True)
+            if not self.runtime.locals_running:
+                self._release_events()
+
+    def _release_events(self) -> None:
+        """Events go into the stream when the workflow waits for something other than a local
+        activity (where its task ends), not as they are made. A poll's answer leaves the worker with
+        the task's end only, so it comes no later for that; but a poll woken by a run's first event
+        would answer with that one alone, and the subscriber's next poll would cost a workflow task
+        of its own to fetch the rest of a run made in one task."""
+        for payload in self._held_events:
+            self.events.publish(payload)
+        self._held_events.clear()
 
     async def _index_runs_that_outlast_their_task(self) -> None:
         """A run still going in a later workflow task shows as running in the index; one that ends in
@@ -382,6 +405,7 @@ class ConversationState:
         """Bound the retained event log by count and by bytes (events can carry large tool output;
         the log is memory now and continue-as-new input later, which must stay far below 2 MB):
         keep its longest tail within both."""
+        self._release_events()
         max_events = self.limits.retained_events if keep is None else keep
         max_bytes = self.limits.retained_event_bytes if keep_bytes is None else keep_bytes
         sizes = self._log_sizes
