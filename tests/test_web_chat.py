@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -394,11 +395,11 @@ async def test_a_send_the_worker_has_not_taken_says_what_it_waits_for(
     await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
 
 
-async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
+async def _opened_then_worker_gone(
     web: WebDeployment, browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The conversation's worker has gone: the send is answered as waiting (not failed, so the text is
-    not put back to be sent twice), the page says so, and a worker that starts runs it."""
+) -> tuple[DurableAgent, Callable[[], Any]]:
+    """A conversation on a task queue of its own, open in the page, whose worker has stopped (the
+    client's no-worker checks shortened to seconds); and how to start a worker for it again."""
     queue = f"web-own-{uuid.uuid4().hex[:8]}"
     sessions = tmp_path / "own-sessions"
     agents = AgentClient(web.agents.client, task_queue=queue, sessions_dir=sessions, limits=FAST_LIMITS)
@@ -409,6 +410,15 @@ async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", 0.5)
     monkeypatch.setattr(client_module, "WORKER_GONE_SECONDS", 1.0)
     monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 1.0)
+    return agent, lambda: create_worker(web.agents.client, task_queue=queue, sessions_dir=sessions)
+
+
+async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
+    web: WebDeployment, browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conversation's worker has gone: the send is answered as waiting (not failed, so the text is
+    not put back to be sent twice), the page says so, and a worker that starts runs it."""
+    agent, restart = await _opened_then_worker_gone(web, browser, tmp_path, monkeypatch)
     await asyncio.sleep(1.5)
     await send(browser, "What is 3 * 20?")
     await browser.wait_for(
@@ -416,12 +426,30 @@ async def test_a_send_no_worker_takes_stays_sent_and_runs_when_one_starts(
         what="the no-worker notice",
     )
     assert await browser.js("return document.querySelector('#message').value") == ""
-    async with create_worker(web.agents.client, task_queue=queue, sessions_dir=sessions):
+    async with restart():
         await runs_ended(browser, 1)
         await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
         assert await browser.js(USER_TEXTS) == ["What is 3 * 20?"]
         last = (await agent.get_state()).messages[-1]
         assert last.role == "assistant" and last.stop_reason != "error", last
+
+
+async def test_the_event_stream_waits_out_a_time_without_a_worker(
+    web: WebDeployment, browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker for a while (one restarting, a deploy): the page's event stream says it waits, and
+    stays open; a worker that starts then answers a message sent meanwhile, and the run shows."""
+    _, restart = await _opened_then_worker_gone(web, browser, tmp_path, monkeypatch)
+    await browser.wait_for("return window.agentcoreChat.workerless", what="the stream to find no worker")
+    assert "no worker is running" in await browser.js(
+        "return document.querySelector('#toast-text').textContent"
+    )
+    assert await browser.js("return window.agentcoreChat.connected")
+    async with restart():
+        await send(browser, "What is 3 * 20?")
+        await runs_ended(browser, 1)
+        assert not await browser.js("return window.agentcoreChat.workerless")
+        await browser.wait_for("return document.querySelector('#toast').hidden", what="the notice to go")
 
 
 async def test_regenerate_the_last_answer_and_go_back_to_the_other_branch(

@@ -67,6 +67,8 @@ T = TypeVar("T")
 STATIC_DIR = Path(__file__).parent / "static"
 # Between keep-alive comments on a quiet event stream: proxies drop idle connections after 30-60 s.
 SSE_PING_SECONDS = 15
+# After the event stream found no worker for the conversation, this long before it follows again.
+NO_WORKER_RETRY_SECONDS = 2.0
 # The longest text ``/api/render`` takes (a streaming answer far longer is shown as plain text).
 RENDER_MAX_CHARS = 400_000
 # A conversation's title: the session's name, else its first prompt cut to this many characters.
@@ -503,26 +505,38 @@ class WebChat:
         )
 
     async def _stream(self, agent: DurableAgent, start: int) -> AsyncIterator[ServerSentEvent]:
-        try:
-            async for offset, event in agent.events(start):
+        offset = start
+        while True:
+            try:
+                async for at, event in agent.events(offset):
+                    yield ServerSentEvent(
+                        data=orjson.dumps(event_view(event)).decode(), id=str(at), event="agent"
+                    )
+                    offset = at + 1
+            except asyncio.CancelledError:
+                raise
+            except NoWorkerError as err:
+                # No worker polls the conversation's queue (one restarting, a deploy): the page says so
+                # and keeps its stream, which goes on from the next event once a worker answers.
                 yield ServerSentEvent(
-                    data=orjson.dumps(event_view(event)).decode(), id=str(offset), event="agent"
+                    data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="waiting"
                 )
-        except asyncio.CancelledError:
-            raise
-        except AgentError as err:
-            yield ServerSentEvent(
-                data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="failure"
-            )
+                await asyncio.sleep(NO_WORKER_RETRY_SECONDS)
+                continue
+            except AgentError as err:
+                yield ServerSentEvent(
+                    data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="failure"
+                )
+                return
+            except Exception as err:  # the server unreachable for longer than the client waits
+                message = f"the event stream ended: {type(err).__name__}"
+                yield ServerSentEvent(
+                    data=orjson.dumps({"error": "STREAM_ENDED", "message": message}).decode(), event="failure"
+                )
+                return
+            # The workflow ended (it was terminated, or completed): nothing more will come.
+            yield ServerSentEvent(data="{}", event="closed")
             return
-        except Exception as err:  # the server unreachable for longer than the client waits
-            message = f"the event stream ended: {type(err).__name__}"
-            yield ServerSentEvent(
-                data=orjson.dumps({"error": "STREAM_ENDED", "message": message}).decode(), event="failure"
-            )
-            return
-        # The workflow ended (it was terminated, or completed): nothing more will come.
-        yield ServerSentEvent(data="{}", event="closed")
 
 
 def _queued_views(queues: QueuesState) -> list[dict[str, Any]]:

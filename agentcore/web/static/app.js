@@ -12,6 +12,8 @@ const SEND_SLOW_NOTICE =
   "Not taken yet: the conversation's worker has not answered. Is a worker running? The message waits for one.";
 const NO_WORKER_NOTICE =
   "Sent, not taken: no worker is running for this conversation. The message waits, and runs when one starts.";
+const NO_WORKER_STREAM_NOTICE =
+  "Waiting: no worker is running for this conversation. What it does shows here once one starts.";
 const $ = (id) => document.getElementById(id);
 
 function el(tag, className, text) {
@@ -325,6 +327,7 @@ const chat = {
   sendSlowMs: 5000, // a send not answered by then says what it waits for
   applied: [], // offsets of the events applied, in order (what the page has shown, for inspection)
   connected: true, // the event stream is open (the controls that need the server follow it)
+  workerless: false, // the event stream found no worker for the conversation, and waits for one
   status: "idle",
   lastUser: null, // the newest user message {node, view}: Up edits it
   wakeups: new Map(), // pending wake-ups: id -> {id, note, due_at}
@@ -889,6 +892,10 @@ function banner(text, kind) {
 // ------------------------------------------------------------------------------------- events
 
 function applyEvent(offset, event) {
+  if (chat.workerless) {
+    chat.workerless = false; // a worker answers again
+    clearToast(NO_WORKER_STREAM_NOTICE);
+  }
   if (offset <= chat.lastOffset) return; // already applied (a resent event)
   chat.lastOffset = offset;
   chat.applied.push(offset);
@@ -1013,6 +1020,11 @@ function openEvents(fromOffset) {
     else if (source.readyState === EventSource.CLOSED) {
       setConnected(false, "Connection lost. Reload the page to reconnect.");
     }
+  });
+  source.addEventListener("waiting", () => {
+    // No worker polls the conversation's queue: the stream stays open and goes on when one does.
+    chat.workerless = true;
+    if ($("toast").hidden || $("toast-text").textContent !== NO_WORKER_NOTICE) toast(NO_WORKER_STREAM_NOTICE, "wait");
   });
   source.addEventListener("failure", (message) => {
     const failure = JSON.parse(message.data);
