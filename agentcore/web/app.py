@@ -518,25 +518,23 @@ class WebChat:
             except NoWorkerError as err:
                 # No worker polls the conversation's queue (one restarting, a deploy): the page says so
                 # and keeps its stream, which goes on from the next event once a worker answers.
-                yield ServerSentEvent(
-                    data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="waiting"
-                )
+                yield ServerSentEvent(data=_error_data(err.code, str(err)), event="waiting")
                 await asyncio.sleep(NO_WORKER_RETRY_SECONDS)
                 continue
             except AgentError as err:
-                yield ServerSentEvent(
-                    data=orjson.dumps({"error": err.code, "message": str(err)}).decode(), event="failure"
-                )
+                yield ServerSentEvent(data=_error_data(err.code, str(err)), event="failure")
                 return
             except Exception as err:  # the server unreachable for longer than the client waits
                 message = f"the event stream ended: {type(err).__name__}"
-                yield ServerSentEvent(
-                    data=orjson.dumps({"error": "STREAM_ENDED", "message": message}).decode(), event="failure"
-                )
+                yield ServerSentEvent(data=_error_data("STREAM_ENDED", message), event="failure")
                 return
             # The workflow ended (it was terminated, or completed): nothing more will come.
             yield ServerSentEvent(data="{}", event="closed")
             return
+
+
+def _error_data(code: str, message: str) -> str:
+    return orjson.dumps({"error": code, "message": message}).decode()
 
 
 def _queued_views(queues: QueuesState) -> list[dict[str, Any]]:
