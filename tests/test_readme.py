@@ -45,7 +45,7 @@ README = ROOT / "README.md"
 
 QUICK_START = "python3.11 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/agentcore dev"
 TEST_COMMAND = (
-    "python3.11 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest -q"
+    "python3.11 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest -q -n 2"
 )
 KEYGEN = (
     'export AGENTCORE_ENCRYPTION_KEY=$(python -c "import base64, os; '
