@@ -179,7 +179,7 @@ async def run_load(
     async def chaos() -> None:
         # Kills at planned times (every ``kill_every``, give or take a fifth), not counted from the
         # replacement worker's start: on a loaded machine that start is slow, and the run still
-        # gets its ``duration / kill_every`` kills.
+        # gets about ``duration / kill_every`` kills, all before the deadline.
         victim, due = 0, time.monotonic()
         while True:
             due += kill_every * random.uniform(0.8, 1.2)
