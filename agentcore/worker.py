@@ -30,7 +30,6 @@ from agentcore.state import GetApiKey
 from agentcore.temporal import DevServer
 from agentcore.temporal.metrics import AgentMetrics, MetricsServer
 from agentcore.temporal.plugin import (
-    ActivitiesOnly,
     AgentcorePlugin,
     observability_interceptors,
     plugin_of,
@@ -117,8 +116,6 @@ def create_worker(
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
-    # (A task also holds its slot while a quick model call's local attempt runs, 80 ms at most; 64
-    # slots measured no faster in a burst and had more turns past 60 s under a 10x overload: entry 19.)
     # ``replay_slots``: of those 16, at most that many for full-history replays (a network cut
     # evicts all of a worker's conversations at once, and 16 replays together overran the timeout
     # on a loaded machine).
@@ -155,87 +152,16 @@ def _fixed_slots(count: int | None) -> FixedSizeSlotSupplier:
     return FixedSizeSlotSupplier(count or 100)  # the SDK's default
 
 
-# ``Worker`` options that concern workflow tasks, local activities or Nexus only: the remote activity
-# worker of an ``AgentWorker`` is not given them.
-_NOT_FOR_REMOTE_ACTIVITIES = frozenset(
-    {
-        "workflows",
-        "workflow_task_executor",
-        "workflow_runner",
-        "unsandboxed_workflow_runner",
-        "max_cached_workflows",
-        "max_concurrent_workflow_tasks",
-        "max_concurrent_local_activities",
-        "max_concurrent_workflow_task_polls",
-        "nonsticky_to_sticky_poll_ratio",
-        "no_remote_activities",
-        "sticky_queue_schedule_to_start_timeout",
-        "max_eager_activity_reservations_per_workflow_task",
-        "workflow_failure_exception_types",
-        "disable_eager_activity_execution",
-        "disable_safe_workflow_eviction",
-        "patch_activation_callback",
-        "workflow_task_poller_behavior",
-        "max_workflow_task_external_storage_concurrency",
-        "nexus_service_handlers",
-        "nexus_task_executor",
-        "max_concurrent_nexus_tasks",
-        "nexus_task_poller_behavior",
-    }
-)
-
-
 class AgentWorker(Worker):
-    """A ``Worker`` whose remote activities are polled by a worker of their own.
+    """A ``Worker`` that runs conversations and their activities, and knows its MCP toolset.
 
-    The SDK core hands one worker's local activities and remote activity tasks to Python through one
-    queue, local activities first. A busy worker always has a local activity waiting (the quick model
-    calls of its conversations), so its remote activity tasks, eager ones included, waited
-    behind them: under a 10x overload a model call the server counted as started reached Python only
-    after one or more 10 s heartbeat timeouts, and a turn stalled past 60 s (bench/TUNING.md, entry
-    20). Here this worker runs the workflow tasks and their local activities, and a second one, on the
-    same task queue and in the same process (it shares the activities' state, e.g. the model calls a
-    local attempt hands off), runs the remote activities. Their cancellations travel the same way, so
-    an abort is not held up either. ``run``, ``shutdown`` and ``async with`` cover both.
-    """
+    One worker polls both: a model or tool call its workflow task schedules may come back with the
+    task's completion (eager activity execution, where the server allows it) and run here at once,
+    with no poll in between."""
 
     def __init__(self, client: Client, *, task_queue: str, **options: Any) -> None:
-        remote_options = {k: v for k, v in options.items() if k not in _NOT_FOR_REMOTE_ACTIVITIES}
         self.mcp: MCPToolset | None = None
-        self._remote: Worker | None = None
-        serves_activities = bool(options.get("activities")) or plugin_of(client) is not None
-        if serves_activities and not options.get("no_remote_activities"):
-            options["no_remote_activities"] = True
-            # The client's plugins (an ``AgentcorePlugin`` among them) register workflows on every
-            # worker made from it; this one is given activities only.
-            remote_options["plugins"] = [*remote_options.get("plugins", ()), ActivitiesOnly()]
-            self._remote = Worker(client, task_queue=task_queue, **remote_options)
         super().__init__(client, task_queue=task_queue, **options)
-
-    @property
-    def remote_activities(self) -> Worker | None:
-        """The worker polling this one's remote activity tasks (None when it polls none)."""
-        return self._remote
-
-    async def run(self) -> None:
-        if self._remote is None:
-            await super().run()
-            return
-        remote = asyncio.create_task(self._remote.run())
-        # A fatal error of either worker stops the other; ``run`` then raises it.
-        remote.add_done_callback(lambda _: asyncio.ensure_future(Worker.shutdown(self)))
-        try:
-            await super().run()
-        finally:
-            if not remote.done():
-                await self._remote.shutdown()
-            await remote
-
-    async def shutdown(self) -> None:
-        if self._remote is None:
-            await super().shutdown()
-            return
-        await asyncio.gather(super().shutdown(), self._remote.shutdown())
 
 
 def _demo_tools(data_dir: Path) -> list[AgentTool]:

@@ -20,6 +20,7 @@ from agentcore.state import AgentOptions
 from agentcore.testing.loopback import LoopbackServer
 from agentcore.worker import create_worker
 from tests.durable_support import FAST_LIMITS
+from tests.replay_support import watch_worker
 
 AGENTCORE = str(Path(sys.executable).parent / "agentcore")
 
@@ -72,6 +73,7 @@ async def demo_deployment(
             tools=demo_tools(data_dir / "cellar.sqlite"),
             sessions_dir=sessions_dir,
         )
+        watch_worker(worker)
         async with worker:
             agents = AgentClient(client, task_queue=task_queue, sessions_dir=sessions_dir, limits=FAST_LIMITS)
             yield Deployment(

@@ -15,6 +15,7 @@ from agentcore.temporal import (
     find_temporal_binary,
     search_attribute_keys,
 )
+from tests import replay_support
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -55,7 +56,30 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture
 async def temporal_client(temporal_env: WorkflowEnvironment) -> Client:
-    return temporal_env.client
+    """The dev server's client, noting the workflows it starts for ``replay_check``."""
+    return replay_support.recording_client(temporal_env.client)
+
+
+@pytest.fixture(autouse=True)
+async def replay_check(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """At the end of the test, every workflow history it made replays (``tests/replay_support.py``)."""
+    opted_out = request.node.get_closest_marker("no_replay_check")
+    if opted_out is not None and not opted_out.args:
+        pytest.fail("@pytest.mark.no_replay_check needs its reason: no_replay_check('why')")
+    with replay_support.recording() as registry:
+        yield
+    if opted_out is None:
+        await replay_support.check(registry)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    stats = replay_support.STATS
+    if stats.tests:
+        terminalreporter.write_line(
+            f"replay check: {stats.replayed} histories of {stats.tests} tests replayed in {stats.seconds:.1f} s"
+        )
+    for skipped in stats.skipped:
+        terminalreporter.write_line(f"replay check skipped {skipped}")
 
 
 @pytest.fixture

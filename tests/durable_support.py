@@ -19,6 +19,7 @@ from agentcore.events import AgentEvent
 from agentcore.protocol import ConversationLimits
 from agentcore.runtime import StreamFn
 from agentcore.worker import create_worker
+from tests.replay_support import watch_worker
 
 
 class AddArgs(BaseModel):
@@ -97,6 +98,7 @@ async def running_worker(
         stream_fn=stream_fn,
         **worker_options,
     )
+    watch_worker(worker)
     async with worker:
         yield Harness(
             AgentClient(

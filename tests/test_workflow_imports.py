@@ -91,3 +91,24 @@ def test_a_type_checking_import_back_is_a_circle(tmp_path: Path) -> None:
     assert find_cycle(graph) == [f"{PACKAGE}.runtime", f"{PACKAGE}.state", f"{PACKAGE}.runtime"]
     (tmp_path / "state.py").write_text("")
     assert find_cycle(import_graph(tmp_path)) is None
+
+
+def test_no_workflow_starts_a_local_activity() -> None:
+    """A local activity's result can reach the workflow a task later than a replay hands it back
+    (a query came while it ran), and an Update or signal taken in that task then replays in another
+    order (docs/versioning.md, "No local activities, by design"). So ``workflows/`` calls none."""
+    local_calls = {
+        "start_local_activity",
+        "execute_local_activity",
+        "start_local_activity_method",
+        "execute_local_activity_method",
+        "start_local_activity_class",
+        "execute_local_activity_class",
+    }
+    found = [
+        f"{path.name}:{node.lineno}"
+        for path in sorted(ROOT.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute) and node.attr in local_calls
+    ]
+    assert found == []

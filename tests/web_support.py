@@ -33,6 +33,7 @@ from agentcore.testing.loopback import LoopbackServer, Protocol, Script, ScriptT
 from agentcore.web import WebSettings, create_app, serve_web
 from agentcore.worker import create_worker
 from tests.durable_support import FAST_LIMITS
+from tests.replay_support import watch_worker
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -160,6 +161,7 @@ async def web_deployment(
             tools=[*demo_tools(tmp_path / "cellar.sqlite"), hold.tool()],
             sessions_dir=sessions_dir,
         )
+        watch_worker(worker)
         async with worker:
             agents = AgentClient(client, task_queue=task_queue, sessions_dir=sessions_dir, limits=FAST_LIMITS)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     import orjson
@@ -397,10 +397,7 @@ class ConversationWorkflow(
             result = self.runtime.result_entry
             if result is not None and result.message is event.message:
                 self.runtime.result_entry = None
-                if result.written:
-                    self.transcript.add_message(event.message, written_as=result.entry_id)
-                else:
-                    self.transcript.add_message(event.message, entry_id=result.entry_id)
+                self.transcript.add_message(event.message, written_as=result.entry_id)
             else:
                 self.transcript.add_message(event.message)
             if isinstance(event.message, AssistantMessage):
@@ -423,9 +420,9 @@ class ConversationWorkflow(
     async def _defer_flush(self) -> None:
         """Let the next run write what this workflow task made, if it comes within ``FLUSH_DELAY``.
 
-        A run whose model calls were local ends with its entries unwritten (see
-        ``TemporalRuntime._call_model``): flushed at once, each run would cost one more activity
-        and workflow task. Deferred, the next run's first model call writes them, back to back
+        A run may end with entries its last model call did not write (made after that call: an
+        aborted tool batch, a refused call, a wake-up's note): flushed at once, such a run would
+        cost one more activity and workflow task. Deferred, the next run's first model call writes them, back to back
         runs pay nothing, and the session file lags the workflow by ``FLUSH_DELAY`` at most (less
         when a client waits for the conversation to be idle, which asks for the flush at once).
         """
@@ -460,10 +457,6 @@ class ConversationWorkflow(
     async def _flush(self) -> None:
         entries = list(self.transcript.unwritten)
         append = AppendInput(session_id=self.session_id, entries=entries, create=self.session_create())
-        if not self.transcript.split_committed()[1] and await self._flush_locally(append):
-            self.transcript.mark_written(entries)
-            self.session_created = True
-            return
         try:
             await workflow.execute_activity(
                 APPEND_ACTIVITY,
@@ -483,26 +476,6 @@ class ConversationWorkflow(
             return
         self.transcript.mark_written(entries)
         self.session_created = True
-
-    async def _flush_locally(self, append: AppendInput) -> bool:
-        """Write entries earlier workflow tasks made from inside this one (a local activity): no
-        activity round trip through the server and no workflow task after it, so a ``wait_for_idle``
-        waiting for the write is answered in this task. Held for one publish interval at most; a
-        write that takes longer, or finds the file busy, is left to the remote ``session.append``
-        (appends are idempotent on entry id)."""
-        try:
-            await self.runtime.local(
-                workflow.start_local_activity(
-                    APPEND_ACTIVITY,
-                    append,
-                    start_to_close_timeout=policies.LOCAL_SESSION_WRITE.start_to_close,
-                    retry_policy=policies.LOCAL_SESSION_WRITE.retry,
-                    summary=f"append {len(append.entries)} entries",
-                )
-            )
-        except FailureError:
-            return False
-        return True
 
     async def _import_session(self, source: str) -> None:
         """Have a worker place the session file a client recovered from (``AgentClient.recover``
@@ -564,7 +537,6 @@ class ConversationWorkflow(
             run_count=self.run_count,
             stats=self.stats,
             pending_run=self.pending_run,
-            last_model_call_quick=self.runtime.last_call_quick,
             wakeups=self.wakeups,
             schedules=self.schedules,
             pending_approvals=self.approvals_to_carry,

@@ -30,10 +30,9 @@ class ActivityOptions:
     retry: RetryPolicy
 
 
-def llm_call(limits: ConversationLimits, prior_attempts: int = 0) -> ActivityOptions:
+def llm_call(limits: ConversationLimits) -> ActivityOptions:
     # A short heartbeat timeout is what makes abort fast: cancellation reaches an activity only
     # through its heartbeats (the worker throttles them to ``HEARTBEAT_THROTTLE``).
-    # ``prior_attempts``: a failed local attempt already made (it counts against the maximum).
     return ActivityOptions(
         start_to_close=timedelta(seconds=limits.llm_timeout_seconds),
         heartbeat=timedelta(seconds=limits.llm_heartbeat_seconds),
@@ -41,27 +40,9 @@ def llm_call(limits: ConversationLimits, prior_attempts: int = 0) -> ActivityOpt
             initial_interval=timedelta(seconds=1),
             backoff_coefficient=2.0,
             maximum_interval=timedelta(seconds=60),
-            maximum_attempts=max(1, limits.llm_max_attempts - prior_attempts)
-            if limits.llm_max_attempts
-            else 0,
+            maximum_attempts=limits.llm_max_attempts,
         ),
     )
-
-
-# A local attempt at a model call gets one try: if it fails, the remote activity runs the call under
-# ``llm_call``'s retry policy (with its backoff, and its heartbeats while it waits).
-LOCAL_LLM_ATTEMPT = RetryPolicy(maximum_attempts=1)
-
-# The same for a tool call's local attempt: if it fails, the remote ``tools.execute`` runs the call
-# under ``tool_call``'s policy.
-LOCAL_TOOL_ATTEMPT = RetryPolicy(maximum_attempts=1)
-
-# Local attempts hold their workflow task (no query, update or signal is taken meanwhile), so those
-# of one workflow task (a model call, its tools, the next model call) share one publish interval:
-# each waits at most what the earlier ones left, and none starts with less than the minimum left
-# (the call is then made remotely, and the task completes).
-LOCAL_TASK_BUDGET = timedelta(milliseconds=80)
-LOCAL_ATTEMPT_MIN = timedelta(milliseconds=10)
 
 
 def tool_call(limits: ConversationLimits, timeout_seconds: float, retry_safe: bool) -> ActivityOptions:
@@ -91,18 +72,7 @@ SESSION_WRITE = ActivityOptions(
     ),
 )
 
-# The same write from inside a workflow task (a local activity, one attempt): it holds the task, so
-# it gives up after one publish interval of its own (``activities.session.LOCAL_WRITE_SECONDS``), as a
-# model call's local attempt hands off; then the remote write takes over. Start-to-close is only the
-# backstop for a worker too busy to run it at all: a local activity timed out by the worker is
-# cancelled, or completes unknown to it, and the SDK and Temporal's core log either as a failure.
-LOCAL_SESSION_WRITE = ActivityOptions(
-    start_to_close=timedelta(seconds=1), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
-)
-
-# ``tools.describe`` tried first inside the workflow task, from the worker's registry (no I/O: it
-# ends as soon as the worker runs it). Start-to-close is the same backstop.
-LOCAL_DESCRIBE_TOOLS = ActivityOptions(
+DESCRIBE_TOOLS = ActivityOptions(
     start_to_close=timedelta(seconds=1), heartbeat=None, retry=RetryPolicy(maximum_attempts=1)
 )
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import dataclasses
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
@@ -18,7 +17,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -257,18 +256,16 @@ class ConversationState:
         self._log_bytes += payload.ByteSize()
 
     async def _release_held_events(self) -> None:
-        """Put the events made into the stream once no local activity runs (``_release_events``)."""
+        """Put the events made into the stream once the workflow waits (``_release_events``)."""
         while True:
-            await workflow.wait_condition(lambda: bool(self._held_events) and not self.runtime.locals_running)
-            # What woke with this (a batch's next tool taken in start order) may start another local
-            # activity: look once more after it ran.
+            await workflow.wait_condition(lambda: bool(self._held_events))
+            # What woke with this may make more events in this activation: look once it ran.
             await workflow.wait_condition(lambda: True)
-            if not self.runtime.locals_running:
-                self._release_events()
+            self._release_events()
 
     def _release_events(self) -> None:
-        """Events go into the stream when the workflow waits for something other than a local
-        activity (where its task ends), not as they are made. A poll's answer leaves the worker with
+        """Events go into the stream when the workflow waits (where its task ends), not as they are
+        made. A poll's answer leaves the worker with
         the task's end only, so it comes no later for that; but a poll woken by a run's first event
         would answer with that one alone, and the subscriber's next poll would cost a workflow task
         of its own to fetch the rest of a run made in one task."""
@@ -373,31 +370,14 @@ class ConversationState:
         return SessionCreate(cwd=metadata.pop("cwd", None), metadata=metadata)
 
     async def _describe_tools(self, names: list[str]) -> tuple[list[ToolSpec], list[str]]:
-        """Specs for ``names`` from the workers' registry, and the names none of them registers.
-
-        Asked first of this worker, inside the workflow task (a local activity: no round trip);
-        when it does not know every name, of any worker (the remote activity)."""
-
-        def call(options: policies.ActivityOptions) -> dict[str, Any]:
-            return dict(
-                arg=DescribeToolsInput(names=names),
-                result_type=DescribeToolsResult,
-                start_to_close_timeout=options.start_to_close,
-                retry_policy=options.retry,
-                summary=f"describe {', '.join(names)}",
-            )
-
-        if self.limits.local_tool_calls:
-            with contextlib.suppress(FailureError):
-                local: DescribeToolsResult = await self.runtime.local(
-                    workflow.start_local_activity(
-                        DESCRIBE_TOOLS_ACTIVITY, **call(policies.LOCAL_DESCRIBE_TOOLS)
-                    )
-                )
-                if not local.declined:
-                    return local.tools, local.unknown
+        """Specs for ``names`` from the workers' registry, and the names none of them registers."""
         result: DescribeToolsResult = await workflow.execute_activity(
-            DESCRIBE_TOOLS_ACTIVITY, **call(policies.DESCRIBE_TOOLS)
+            DESCRIBE_TOOLS_ACTIVITY,
+            DescribeToolsInput(names=names),
+            result_type=DescribeToolsResult,
+            start_to_close_timeout=policies.DESCRIBE_TOOLS.start_to_close,
+            retry_policy=policies.DESCRIBE_TOOLS.retry,
+            summary=f"describe {', '.join(names)}",
         )
         return result.tools, result.unknown
 

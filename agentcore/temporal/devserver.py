@@ -71,6 +71,9 @@ DYNAMIC_CONFIG = (
     "history.transferProcessorMaxPollRPS=1000",
     "history.timerProcessorMaxPollRPS=1000",
     "history.visibilityProcessorMaxPollRPS=1000",
+    # A model or tool call scheduled by a workflow task comes back with that task's completion and
+    # starts in the same worker at once (eager activity execution), instead of through a poll.
+    "system.enableActivityEagerExecution=true",
     # A worker cut off by a blackhole leaves its task polls waiting at the server, which goes on
     # handing them tasks (lost, each until its 10 s timeout) until its side of the dead connection
     # fails: after TCP's next retransmission, seconds after the path returns. Pinged after 5 s of

@@ -26,7 +26,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import temporalio.worker
 from temporalio.client import Client
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
@@ -280,21 +279,3 @@ def plugin_of(client: Client) -> AgentcorePlugin | None:
         if isinstance(plugin, AgentcorePlugin):
             return plugin
     return None
-
-
-class ActivitiesOnly(temporalio.worker.Plugin):
-    """A worker plugin that leaves a worker only its activities (no workflows): the remote-activity
-    half of an ``AgentWorker``, made from a client whose plugins register the workflows too."""
-
-    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        config["workflows"] = []
-        return config
-
-    async def run_worker(self, worker: temporalio.worker.Worker, next: Any) -> None:
-        await next(worker)
-
-    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
-        return config
-
-    def run_replayer(self, replayer: Any, histories: Any, next: Any) -> Any:
-        return next(replayer, histories)

@@ -249,6 +249,35 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
             (HISTORIES / f"fault-{name}-{history.run_id[-8:]}.json").write_text(history.to_json())
 
 
+async def history_problems(client: Client, workflow_id: str, *, children: bool = True) -> list[str]:
+    """What ``assert_histories_sound`` checks, collected instead of raised at the first: every failed
+    workflow task (with its failure's message) and every run that does not replay, of every run of
+    ``workflow_id`` and (``children``) of every child workflow those runs started (sub-agents)."""
+    problems: list[str] = []
+    check = replayer()
+    for history in await run_histories(client, workflow_id):
+        run = f"{workflow_id} run {history.run_id[-8:]}"
+        child_ids: list[str] = []
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+                failed = event.workflow_task_failed_event_attributes
+                problems.append(
+                    f"{run}: WorkflowTaskFailed (event {event.event_id}, cause {failed.cause}): "
+                    f"{failed.failure.message[:300]}"
+                )
+            elif event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+                started = event.child_workflow_execution_started_event_attributes
+                child_ids.append(started.workflow_execution.workflow_id)
+        try:
+            await check.replay_workflow(history)
+        except Exception as err:
+            problems.append(f"{run}: does not replay: {type(err).__name__}: {str(err)[:300]}")
+        if children:
+            for child_id in child_ids:
+                problems += await history_problems(client, child_id)
+    return problems
+
+
 def replayer() -> Replayer:
     return Replayer(
         workflows=[ConversationWorkflow],

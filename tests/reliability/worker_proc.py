@@ -2,10 +2,17 @@
 
     python -m tests.reliability.worker_proc --address 127.0.0.1:7233 --task-queue q \\
         --sessions DIR --log FILE --ready FILE [--model scripted|provider] [--delay S] [--chunks N]
-        [--mcp-config FILE] [--die-after-local-answer 1]
+        [--mcp-config FILE] [--die-after-local-answer 1] [--approval-tool 1] [--subagent-tool 1]
 
 Every tool and every model call appends a line to ``--log`` (``<event> <key> <pid> <attempt>``), so a
-test counts real executions across processes. ``--ready`` is written once the worker polls.
+test counts real executions across processes. Besides its own lines, every execution of a tool logs
+``tool-call <session>:<tool call id> <tool> <pid> <attempt>`` as it begins (a call is its session and
+id); a model call is ``stream-start``'s session and message count. ``--ready`` is written once the
+worker polls.
+
+``--approval-tool 1`` adds ``approved_op`` (``safe_op`` that waits for a person's approval);
+``--subagent-tool 1`` adds ``helper``, a sub-agent whose task is a user message like any other (a JSON
+directive makes it call ``add``, ``safe_op`` or ``approved_op``).
 
 The scripted model answers from the last message (a function of the context, so a retried call gets
 the same shape of answer), streaming ``--chunks`` deltas ``--delay`` seconds apart so a test can kill
@@ -34,7 +41,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from agentcore import AgentTool, AgentToolResult
+from agentcore import AgentOptions, AgentTool, AgentToolResult, subagent_tool
 from agentcore.events import StreamEvent
 from agentcore.mcp import load_mcp_config
 from agentcore.messages import ToolResultMessage, UserMessage
@@ -42,7 +49,7 @@ from agentcore.model import Model
 from agentcore.runtime import LlmContext, StreamOptions
 from agentcore.session import storage as session_storage
 from agentcore.temporal import connect
-from agentcore.testing.scripted import Reply, ScriptedModel, text, tool_calls
+from agentcore.testing.scripted import Reply, ScriptedModel, scripted_model, text, tool_calls
 from agentcore.tool_context import current_tool_context
 from agentcore.worker import create_worker
 
@@ -61,12 +68,20 @@ class OpArgs(BaseModel):
     linger: float = 0.0  # seconds between the effect and returning the result
 
 
-def op_tool(name: str, log: Path, *, retry_safe: bool) -> AgentTool:
+def log_tool_call(log: Path, name: str, tool_call_id: str) -> None:
+    """``tool-call <session>:<tool call id> <tool> <pid> <attempt>``: one line per execution."""
+    context = current_tool_context()
+    session = context.session_id if context and context.session_id else "-"
+    log_line(log, "tool-call", f"{session}:{tool_call_id}", name, PID, context.attempt if context else 0)
+
+
+def op_tool(name: str, log: Path, *, retry_safe: bool, requires_approval: bool = False) -> AgentTool:
     """``start`` -> sleep ``work`` -> ``effect`` (the real side effect) -> sleep ``linger`` -> return."""
 
     async def execute(tool_call_id: str, args: OpArgs, signal: Any, on_update: Any) -> AgentToolResult:
         context = current_tool_context()
         attempt = context.attempt if context else 0
+        log_tool_call(log, name, tool_call_id)
         log_line(log, f"{name}-start", args.key, PID, attempt)
         await asyncio.sleep(args.work)
         log_line(log, f"{name}-effect", args.key, PID, attempt)
@@ -79,6 +94,7 @@ def op_tool(name: str, log: Path, *, retry_safe: bool) -> AgentTool:
         parameters=OpArgs,
         execute=execute,
         retry_safe=retry_safe,
+        requires_approval=requires_approval,
     )
 
 
@@ -87,8 +103,10 @@ class AddArgs(BaseModel):
     b: float
 
 
-def add_tool() -> AgentTool:
+def add_tool(log: Path | None = None) -> AgentTool:
     def execute(tool_call_id: str, args: AddArgs, signal: Any, on_update: Any) -> AgentToolResult:
+        if log is not None:
+            log_tool_call(log, "add", tool_call_id)
         return AgentToolResult.text(str(args.a + args.b))
 
     return AgentTool(name="add", description="Add two numbers.", parameters=AddArgs, execute=execute)
@@ -199,6 +217,12 @@ async def main() -> None:
     parser.add_argument(
         "--die-after-local-answer", type=int, default=0, help="1: SIGKILL as a local model attempt answers"
     )
+    parser.add_argument(
+        "--approval-tool", type=int, default=0, help="1: add approved_op, safe_op awaiting approval"
+    )
+    parser.add_argument(
+        "--subagent-tool", type=int, default=0, help="1: add helper, a sub-agent with the tools above"
+    )
     args = parser.parse_args()
 
     # Core's warnings (a poll retried, a task completion refused) with the time they happened.
@@ -210,8 +234,13 @@ async def main() -> None:
     tools = [
         op_tool("safe_op", log, retry_safe=True),
         op_tool("unsafe_op", log, retry_safe=False),
-        add_tool(),
+        add_tool(log),
     ]
+    if args.approval_tool:
+        tools.append(op_tool("approved_op", log, retry_safe=True, requires_approval=True))
+    if args.subagent_tool:
+        helper = AgentOptions(model=scripted_model(), tools=["add", "safe_op", "approved_op"])
+        tools.append(subagent_tool("helper", "Hands a task to a sub-agent.", helper))
     if args.model == "scripted":
         scripted = ScriptedModel(respond(args.reply_words), chunks=args.chunks, delay=args.delay)
         stream_fn = logged_stream(scripted, log)
