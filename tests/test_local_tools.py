@@ -101,58 +101,6 @@ async def _one_turn(client: Client, tmp_path: Path, seconds: float, session: str
     return work, events, state, history
 
 
-async def test_a_quick_tool_call_runs_inside_its_workflow_task(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    work, events, state, history = await _one_turn(temporal_client, tmp_path, 0.0, "local-tool-quick")
-    results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
-    assert [r.content for r in results] == [[TextContent(text="worked 0.0")]] and work.runs == 1
-    assert state.messages[-1].text == "done"
-    # Its progress reached the subscriber, before its end.
-    types = [
-        (e.type, getattr(e, "partial_result", None)) for e in events if e.type.startswith("tool_execution")
-    ]
-    assert [t for t, _ in types] == ["tool_execution_start", "tool_execution_update", "tool_execution_end"]
-    assert _tool_activities(history) == (0, 1), "the tool call was a remote activity"
-
-
-async def test_a_slow_tool_is_handed_off_and_runs_once(temporal_client: Client, tmp_path: Path) -> None:
-    work, events, state, history = await _one_turn(temporal_client, tmp_path, 2.0, "local-tool-slow")
-    assert (work.runs, work.finished) == (1, 1), "the handed-off tool ran again"
-    results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
-    assert [r.content for r in results] == [[TextContent(text="worked 2.0")]]
-    assert [e.type for e in events if e.type == "tool_execution_update"] == ["tool_execution_update"]
-    assert _tool_activities(history) == (1, 1), "not a local attempt handed to a remote activity"
-
-
-async def test_get_state_and_abort_act_while_a_handed_off_tool_runs(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    work = Counted()
-    async with running_worker(temporal_client, tmp_path, _answered(5.0), tools=[work.tool()]) as h:
-        agent = await h.agents.start("local-tool-abort", AgentOptions(model=scripted_model(), tools=["work"]))
-        await agent.prompt("work")
-        await asyncio.wait_for(work.started.wait(), 30)
-        loop = asyncio.get_running_loop()
-        asked = loop.time()
-        state = await agent.get_state()
-        answered = loop.time() - asked
-        assert work.finished == 0 and state.is_streaming and len(state.pending_tool_calls) == 1
-        await asyncio.sleep(0.3)  # past the local attempt: the remote activity has the tool
-        aborted = loop.time()
-        await agent.abort()
-        await agent.wait_for_idle(timeout=30)
-        ended = loop.time() - aborted
-        state = await agent.get_state()
-        history = await agent.handle.fetch_history()
-    assert (work.runs, work.aborted, work.finished) == (1, 1, 0), "the abort did not reach the tool"
-    results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
-    assert len(results) == 1 and results[0].is_error and "abort" in results[0].text.lower()
-    assert _tool_activities(history) == (1, 1)
-    # Acted on while the tool ran (it would have run 5 s); the times, for the log.
-    print(f"get_state answered in {answered * 1000:.0f} ms, abort acted in {ended * 1000:.0f} ms")
-
-
 async def test_a_tool_that_is_not_retry_safe_stays_remote(temporal_client: Client, tmp_path: Path) -> None:
     work = Counted(retry_safe=False)
     async with running_worker(temporal_client, tmp_path, _answered(0.0), tools=[work.tool()]) as h:

@@ -10,17 +10,14 @@ still be running), not milliseconds.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from agentcore import AgentOptions, AgentTool, AgentToolResult
-from agentcore.messages import AssistantMessage, ToolResultMessage
-from agentcore.runtime import LlmContext, StreamOptions
+from agentcore.messages import ToolResultMessage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import running_worker
 
@@ -81,44 +78,3 @@ async def test_get_state_and_abort_act_while_a_quick_tool_runs(
         results = [m for m in state.messages if isinstance(m, ToolResultMessage)]
         assert len(results) == 1 and results[0].is_error and "abort" in results[0].text.lower()
         assert not state.is_streaming and state.pending_tool_calls == []
-
-
-async def test_get_state_and_abort_act_while_a_quick_model_call_runs(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    """The conversation's first answer is quick, so its next model call is expected quick (and starts
-    as a local activity); that call then takes 5 s."""
-    call = _Call()
-    quick = ScriptedModel(lambda context: text("hi"))
-
-    async def stream(model: Any, context: LlmContext, options: StreamOptions) -> AsyncIterator[Any]:
-        if "slow" in context.messages[-1].text:
-            await call.run()
-        async for event in quick(model, context, options):
-            yield event
-
-    async with running_worker(temporal_client, tmp_path, stream) as h:
-        agent = await h.agents.start("quick-model", AgentOptions(model=scripted_model()))
-        await agent.prompt("hello")
-        await agent.wait_for_idle(timeout=30)
-        await agent.prompt("slow answer please")
-        await asyncio.wait_for(call.started.wait(), 30)
-
-        state = await agent.get_state()
-        assert not call.finished, "get_state was answered only after the model call ended"
-        assert state.is_streaming and state.status == "running"
-
-        await agent.abort()
-        await agent.wait_for_idle(timeout=30)
-        assert not call.finished, "the abort took effect only after the model call ended"
-        state = await agent.get_state()
-        answer = state.messages[-1]
-        assert isinstance(answer, AssistantMessage) and answer.stop_reason == "aborted"
-        history = await agent.handle.fetch_history()
-    local_model_calls = [
-        e
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ]
-    assert local_model_calls, "the slow call did not start as a local activity (the case under test)"

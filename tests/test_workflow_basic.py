@@ -41,8 +41,8 @@ async def test_tool_turn_reaches_state_events_and_session_file(
             for e in history.events
             if e.HasField("activity_task_scheduled_event_attributes")
         ]
-        # A quick retry-safe tool ran inside its workflow task, as a local attempt (test_local_tools).
-        assert scheduled.count("tools.execute") == 0
+        # Every call is a regular activity (docs/versioning.md, "No local activities, by design").
+        assert scheduled.count("tools.execute") == 1 and scheduled.count("llm.stream") == 2
         with JsonlSessionStorage.open(h.session_path("s1")) as storage:
             context = storage.build_context()
             assert [m.model_dump() for m in context.messages] == [m.model_dump() for m in state.messages]
@@ -89,8 +89,8 @@ async def test_get_state_shows_the_message_being_streamed(temporal_client: Clien
 
 
 async def test_back_to_back_runs_are_indexed_idle_once_quiet(temporal_client: Client, tmp_path: Path) -> None:
-    """Quick runs back to back make no upsert each; once the conversation is quiet (the deferred
-    session flush), the index shows it idle with every message counted, without anyone asking."""
+    """Once runs back to back are over, the index shows the conversation idle with every message
+    counted, without anyone asking."""
     import asyncio
 
     model = ScriptedModel(lambda context: text("ok"))
@@ -109,13 +109,6 @@ async def test_back_to_back_runs_are_indexed_idle_once_quiet(temporal_client: Cl
                 break
             await asyncio.sleep(0.1)
         assert [(s.session_id, s.message_count) for s in found] == [("quiet-index", 2 * runs)]
-        history = (await agent.handle.fetch_history()).events
-        upserts = sum(
-            "AgentStatus"
-            in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-            for e in history
-        )
-        assert upserts < runs, f"{upserts} upserts in {runs} runs"
 
 
 async def test_a_paced_conversation_flushes_at_its_next_workflow_task(
@@ -172,46 +165,6 @@ async def test_a_paced_conversation_flushes_at_its_next_workflow_task(
         assert [(s.session_id, s.message_count) for s in found] == [("paced", 2 * runs)]
 
 
-async def test_quick_model_calls_run_as_local_activities(temporal_client: Client, tmp_path: Path) -> None:
-    """A zero-latency model's calls run in the worker holding the conversation: after the
-    conversation's first call (remote: the worker has not seen this model answer yet, so the first
-    local attempt declines at once), no llm.stream activity goes through the server, and a watched
-    tool turn takes four workflow tasks (the prompt, which makes the first call and starts the tool;
-    the tool's result, which makes the second; the subscriber's next poll after each), not eight."""
-    from temporalio.api.enums.v1 import EventType
-
-    turns = 4
-    runs, history = await _watched_tool_turns(temporal_client, tmp_path, turns, calls=1, name="local")
-    for types in runs:
-        assert types.count("tool_execution_end") == 1 and types[-1] == "agent_end"
-    remote = [
-        e
-        for e in history
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
-    ]
-    markers = [
-        e
-        for e in history
-        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-        and b'"llm.stream"' in e.marker_recorded_event_attributes.details["data"].payloads[0].data
-    ]
-    declined = [
-        e
-        for e in markers
-        if b'"declined":true' in e.marker_recorded_event_attributes.details["result"].payloads[0].data
-    ]
-    local = [e for e in markers if e not in declined]
-    tasks = sum(1 for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-    assert len(declined) == 1 and declined[0].event_id < remote[0].event_id, "the first attempt declines"
-    assert len(remote) == 1 and remote[0].event_id < local[0].event_id, "only the first call is remote"
-    assert len(local) == 2 * turns - 1
-    # Two more for the first call's activity (its completion, and a poll answer); a slow moment of the
-    # machine may add one per turn.
-    assert tasks <= 5 * turns + 4, f"{tasks} workflow tasks in {turns} turns"
-
-
 async def test_a_run_still_going_after_its_first_workflow_task_is_indexed_running(
     temporal_client: Client, tmp_path: Path
 ) -> None:
@@ -248,68 +201,6 @@ async def test_a_run_still_going_after_its_first_workflow_task_is_indexed_runnin
         await asyncio.wait_for(watcher, 30)
     assert arrivals["agent_end"] - arrivals["turn_start"] > 2.5, arrivals
     assert [s.session_id for s in listed] == ["quiet"], "a run outlasting its first task is indexed running"
-
-
-async def test_only_model_calls_expected_to_be_quick_start_locally(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    """A conversation's first model call runs remotely when its worker has not seen the model answer
-    quickly (its local attempt declines at once: a real model's first call would only be handed
-    off). One that ended quickly makes the
-    next start as a local activity; when that one turns out slow, it is handed to a remote activity
-    after a publish interval, which streams it without calling the model again, and the calls
-    after it run remotely from the start."""
-    import asyncio
-    import time
-
-    from temporalio.api.enums.v1 import EventType
-
-    scripted = ScriptedModel(lambda context: text("Slowly."))
-    delays = [0.0, 0.5, 0.5]
-
-    async def slow(model, context, options):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(delays[len(scripted.calls)])
-        async for event in scripted(model, context, options):
-            yield event
-
-    async with running_worker(temporal_client, tmp_path, slow) as h:
-        agent = await h.agents.start("slow", AgentOptions(model=scripted_model()))
-
-        async def watch(start: int, arrivals: dict[str, float]) -> int:
-            async for position, event in agent.events(start):
-                arrivals.setdefault(event.type, time.monotonic())
-                if event.type == "agent_end":
-                    return position + 1
-            raise AssertionError("stream ended")
-
-        offset = 0
-        gaps = []
-        for index in range(3):
-            arrivals: dict[str, float] = {}
-            watcher = asyncio.create_task(watch(offset, arrivals))
-            await asyncio.sleep(0.2)
-            await agent.prompt(f"prompt {index}")
-            offset = await asyncio.wait_for(watcher, 30)
-            gaps.append(arrivals["agent_end"] - arrivals["turn_start"])
-        history = (await agent.handle.fetch_history()).events
-        state = await agent.get_state()
-    local_attempts = [
-        e
-        for e in history
-        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ]
-    remote_calls = [
-        e
-        for e in history
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name == "llm.stream"
-    ]
-    assert len(local_attempts) == 2, "the first call's attempt, declined; the second, expected quick"
-    assert len(remote_calls) == 3, "the first call, the handed-off second, the third"
-    assert len(scripted.calls) == 3, "the handed-off call was not made twice"
-    assert [m.role for m in state.messages] == ["user", "assistant"] * 3
-    assert all(gap > 0.3 for gap in gaps[1:]), gaps
 
 
 async def test_streamed_deltas_follow_the_events_before_them(temporal_client: Client, tmp_path: Path) -> None:
@@ -383,41 +274,6 @@ async def test_an_abort_reaches_a_handed_off_call(temporal_client: Client, tmp_p
     assert len(slow.calls) == 1, "the remote activity took the call over, it did not call again"
 
 
-async def test_a_runs_unwritten_entries_reach_the_session_file_soon_or_when_asked(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    """A run whose model calls were local leaves its entries to the next run's first call; with no
-    next run they are written after ``FLUSH_DELAY``, and at once for a client waiting for idle."""
-    import asyncio
-
-    from agentcore.session import JsonlSessionStorage
-
-    def messages() -> list[str]:
-        path = next((tmp_path / "sessions").rglob("*.jsonl"))
-        with JsonlSessionStorage.open(path) as reader:
-            return [m.role for m in reader.build_context().messages]
-
-    async with running_worker(temporal_client, tmp_path, ScriptedModel(lambda c: text("ok"))) as h:
-        agent = await h.agents.start("deferred", AgentOptions(model=scripted_model()))
-        offset = await agent.event_offset()
-        await agent.prompt("first")
-        await collect_run(agent, offset)
-        for _ in range(50):
-            if messages() == ["user", "assistant"]:
-                break
-            await asyncio.sleep(0.1)
-        assert messages() == ["user", "assistant"]
-        await agent.prompt("second")
-        await agent.wait_for_idle(timeout=0.9)
-        assert messages() == ["user", "assistant"] * 2
-        await agent.prompt("third")
-        await agent.prompt("fourth")
-        await agent.wait_for_idle(timeout=10)
-        state = await agent.get_state()
-    assert messages() == ["user", "assistant"] * 4
-    assert [m.role for m in state.messages] == ["user", "assistant"] * 4
-
-
 async def test_a_failed_local_attempt_counts_as_the_first_and_its_retry_waits(
     temporal_client: Client, tmp_path: Path
 ) -> None:
@@ -451,133 +307,6 @@ async def test_a_failed_local_attempt_counts_as_the_first_and_its_retry_waits(
     retries = [e for e in events if e.type == "llm_retry"]
     assert [e.attempt for e in retries] == [2]
     assert state.messages[-1].text == "Recovered." and not state.error_message
-
-
-async def test_a_deferred_flush_is_one_append_that_waits_for_a_busy_file(
-    temporal_client: Client, tmp_path: Path
-) -> None:
-    """The entries a run left are written once the run is quiet (also after a ``wait_for_idle`` that
-    found nothing to write: it does not make the next run's flush immediate), from inside the
-    workflow task that does it: no ``session.append`` activity. While another writer holds the file
-    that write gives up and one ``session.append`` activity waits for the lock; nothing is lost."""
-    import asyncio
-
-    from temporalio.api.enums.v1 import EventType
-
-    from agentcore.session import JsonlSessionStorage
-
-    def appends(history: list[Any]) -> int:
-        return sum(
-            1
-            for e in history
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-            and e.activity_task_scheduled_event_attributes.activity_type.name == "session.append"
-        )
-
-    async with running_worker(temporal_client, tmp_path, ScriptedModel(lambda c: text("ok"))) as h:
-        agent = await h.agents.start("flushed", AgentOptions(model=scripted_model()))
-        path = h.session_path("flushed")
-        offset = await agent.event_offset()
-        await agent.prompt("first")  # the conversation's first call is remote: it writes them all
-        offset = len(await collect_run(agent, offset)) + offset
-        await agent.wait_for_idle(timeout=10)  # nothing to write: it leaves no flush wanted behind
-        before = appends((await agent.handle.fetch_history()).events)
-
-        await agent.prompt("second")  # a local call: the run ends with its entries unwritten
-        await collect_run(agent, offset)
-        # No one asks: written after FLUSH_DELAY, inside the timer's workflow task.
-
-        async def messages_in_file() -> int:
-            with JsonlSessionStorage.open(path) as reader:
-                return len(reader.build_context().messages)
-
-        assert await eventually(messages_in_file, lambda count: count == 4, timeout=30) == 4
-        after = await _appends_in(agent, appends)
-        assert after == before, (before, after)
-
-        # The second run came over FLUSH_DELAY after the first, so the next one is paced and flushes
-        # at its next workflow task (``test_a_paced_conversation_flushes_at_its_next_workflow_task``);
-        # the one right after that waits for the timer again, as the second did.
-        offset = await agent.event_offset()
-        await agent.prompt("between")
-        offset = len(await collect_run(agent, offset)) + offset
-        await agent.prompt("third")
-        await collect_run(agent, offset)
-        # Within FLUSH_DELAY of the run's end, another writer takes the file's lock.
-        holder = JsonlSessionStorage.open(path, writer=True)
-        try:
-            waiting = asyncio.create_task(agent.wait_for_idle(timeout=20))
-            busy = await eventually(
-                lambda: _appends_in(agent, appends), lambda count: count > after, timeout=30
-            )
-            assert busy == after + 1, (after, busy)  # the activity, waiting for the lock
-            assert not waiting.done()
-        finally:
-            holder.close()
-        await waiting
-        with JsonlSessionStorage.open(path) as reader:
-            assert len(reader.build_context().messages) == 8
-
-
-async def test_a_slow_write_inside_a_workflow_task_gives_way_quietly(
-    temporal_client: Client, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A write from inside a workflow task (the flush a ``wait_for_idle`` asks for after the run's
-    end) that cannot end within its local attempt's time, here because the worker's threads for file
-    I/O are busy, ends its attempt itself: the remote ``session.append`` writes the entries, once,
-    and nothing is logged. Left to the worker's timeout the attempt was cancelled, which the SDK
-    logged as a failed activity with its traceback: a warning for a path taken by design under load."""
-    import asyncio
-    import concurrent.futures
-    import logging
-    import time
-
-    from temporalio.api.enums.v1 import EventType
-
-    def appends(history: list[Any]) -> int:
-        return sum(
-            1
-            for e in history
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-            and e.activity_task_scheduled_event_attributes.activity_type.name == "session.append"
-        )
-
-    loop = asyncio.get_running_loop()
-    async with running_worker(temporal_client, tmp_path, ScriptedModel(lambda c: text("ok"))) as h:
-        agent = await h.agents.start("slow-disk", AgentOptions(model=scripted_model()))
-        offset = await agent.event_offset()
-        await agent.prompt("first")  # the first call is remote: it writes what came before it
-        offset = len(await collect_run(agent, offset)) + offset
-        await agent.wait_for_idle(timeout=10)
-        before = await _appends_in(agent, appends)
-        await agent.prompt("second")  # a local call: the run ends with its entries unwritten
-        await collect_run(agent, offset)
-
-        # The worker's one thread for file I/O is busy for 0.5 s: the write waits for it.
-        executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        loop.set_default_executor(executor)
-        try:
-            busy = loop.run_in_executor(None, time.sleep, 0.5)
-            caplog.clear()
-            with caplog.at_level(logging.WARNING):
-                await agent.wait_for_idle(timeout=20)
-                await busy
-        finally:
-            # The event loop outlives this test: later ones get a default executor of the usual size
-            # (one thread left the next in-process worker waiting behind a test's blocking call).
-            loop.set_default_executor(concurrent.futures.ThreadPoolExecutor())
-            executor.shutdown(wait=False)
-        after = await _appends_in(agent, appends)
-        failed = [
-            r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("temporalio")
-        ]
-        assert not failed, [r.getMessage() for r in failed]
-        assert after == before + 1, (before, after)  # the local attempt gave way to the activity
-        with JsonlSessionStorage.open(h.session_path("slow-disk")) as reader:
-            messages = reader.build_context().messages
-            ids = [entry.id for entry in reader.get_entries()]
-        assert [m.role for m in messages] == ["user", "assistant"] * 2
-        assert len(ids) == len(set(ids))  # each entry once
 
 
 async def _appends_in(agent: Any, count: Callable[[list[Any]], int]) -> int:
