@@ -97,14 +97,9 @@ class ConversationLimits(WireModel):
     llm_max_attempts: int = 8
     tool_heartbeat_seconds: float = 10.0
     tool_max_attempts: int = 5
-    # A model call expected to be quick (the conversation's previous one ended within a publish
-    # interval, 80 ms) runs as a local activity first; one still running after that interval is
-    # handed to a remote activity that streams it. False runs every call remotely.
+    # No longer read: every model and tool call is a regular activity (docs/versioning.md, "No local
+    # activities, by design"). Kept so that limits and carried state that name them still load.
     local_model_calls: bool = True
-    # The same for a retry-safe tool's call (unless this tool's previous call in this run was handed
-    # off): a local attempt first, handed to the remote ``tools.execute`` if still running after one
-    # publish interval. Tools that are not retry-safe always run remotely. False: every call remote,
-    # and the tools' specs asked of any worker (``tools.describe`` as a remote activity).
     local_tool_calls: bool = True
     # Wake-ups pending at once (``schedule_wakeup``, ``wakeup_tool``): bounds the state carried
     # across continue-as-new, and what a model can pile up.
