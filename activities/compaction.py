@@ -58,7 +58,6 @@ class CompactionActivities:
     async def _compact(self, inp: CompactInput) -> CompactResult:
         def plan(storage: JsonlSessionStorage) -> CompactionEntry | CompactionPlan | None:
             storage.append_entries(inp.entries)
-            self.store.answers.forget(inp.session_id, inp.entries)
             done = storage.get_entry(inp.entry_id)
             if isinstance(done, CompactionEntry):
                 return done
@@ -129,7 +128,6 @@ class BranchActivities:
     async def branch(self, inp: BranchInput) -> BranchResult:
         def prepare(storage: JsonlSessionStorage) -> LlmContext | None:
             storage.append_entries(inp.entries)
-            self.store.answers.forget(inp.session_id, inp.entries)
             if inp.target_entry_id is not None and storage.get_entry(inp.target_entry_id) is None:
                 raise EntryNotFoundError(f"no entry {inp.target_entry_id!r} in session {inp.session_id!r}")
             if storage.get_entry(inp.leaf_entry_id) is not None or inp.summary or not inp.summarize:

@@ -19,11 +19,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
@@ -33,17 +32,13 @@ from agentcore.errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from agentcore.messages import AssistantMessage
 from agentcore.protocol import AppendInput, ImportSessionInput, SessionCreate
 from agentcore.session import (
     JsonlSessionStorage,
-    MessageEntry,
     SessionPaths,
-    check_session_id,
     copy_session,
     session_copy_bytes,
 )
-from agentcore.session.entries import SessionEntry
 from agentcore.session.ratelimit import StorageRateLimits
 from agentcore.session.storage import FSYNC_ALWAYS, FsyncPolicy
 
@@ -52,19 +47,8 @@ T = TypeVar("T")
 # How long a write waits for another process to release the session's lock before failing the
 # attempt (Temporal then retries it).
 LOCK_WAIT_SECONDS = 10.0
-# What a write inside a workflow task (a local activity) waits for the lock before failing: the
-# workflow task, and the caller's prompt, wait meanwhile; the remote attempt waits for the lock.
-LOCAL_LOCK_WAIT_SECONDS = 0.08
-# How long a write inside a workflow task (a local activity) runs before it gives way to the remote
-# ``session.append``: one publish interval, as a model call's local attempt.
-LOCAL_WRITE_SECONDS = 0.08
-# The (benign) failure of a write inside a workflow task that did not end within its time: the
-# workflow has the remote ``session.append`` write the entries. Never reaches a user.
-LOCAL_WRITE_DEFERRED = "LOCAL_WRITE_DEFERRED"
 # Sessions whose parsed index a worker keeps between writes (one open file descriptor each).
 KEPT_SESSIONS = 256
-# Where ``KeptAnswers`` keeps them, under the sessions root.
-KEPT_ANSWERS_DIR = ".answers"
 
 
 async def _acquire(lock: asyncio.Lock, session_id: str, wait: float | None) -> None:
@@ -88,71 +72,6 @@ async def _acquire(lock: asyncio.Lock, session_id: str, wait: float | None) -> N
         raise as_application_error(error) from None
 
 
-class KeptAnswers:
-    """Model answers that a local attempt got, kept beside the session files until their entry is.
-
-    A local ``llm.stream`` attempt does not write its answer to the session file (the workflow task
-    it runs in may be lost and run again, maybe taking another path): the workflow queues it, and a
-    later activity writes it. A worker that dies before that task completes takes the answer with
-    it, and the task, run again by another worker, would call the model again. So the attempt keeps
-    the answer here first, as the entry it is to become (its id and parent); any attempt of the
-    same call, in any worker sharing the sessions directory, takes it from here instead of calling
-    the model. It is removed once its entry is in the session file (``forget``, by every activity
-    that writes the workflow's entries). One whose task took another path when run again (say an
-    abort arrived meanwhile) is never asked for; it stays.
-
-    One file per answer, ``<root>/.answers/<session id>.<entry id>.json``, written in place and not
-    fsynced: it is to outlive the worker process, not the machine (after a machine crash the call is
-    made again, as before), and a file a dying worker left torn reads as no answer.
-    """
-
-    def __init__(self, paths: SessionPaths) -> None:
-        self.paths = paths
-        self.directory = paths.root / KEPT_ANSWERS_DIR
-
-    def _path(self, session_id: str, entry_id: str) -> Path:
-        # (A session id has no separator; an entry id comes from the workflow, checked all the same.)
-        if "/" in entry_id or entry_id.startswith("."):
-            raise ValueError(f"not an entry id: {entry_id!r}")
-        return self.directory / f"{check_session_id(session_id)}.{entry_id}.json"
-
-    def keep(self, session_id: str, entry: MessageEntry) -> None:
-        """Keep ``entry`` (an answer, under the id and parent the workflow chose for it)."""
-        path = self._path(session_id, entry.id)
-        data = orjson.dumps(entry.model_dump(mode="json"))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
-        try:
-            fd = os.open(path, flags, 0o644)
-        except FileNotFoundError:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-        except BaseException:
-            path.unlink(missing_ok=True)
-            raise
-
-    def find(self, session_id: str, entry_id: str, parent_id: str | None) -> AssistantMessage | None:
-        """The answer kept for entry ``entry_id`` under ``parent_id``, if any (an entry of that id
-        under another parent is another call's: not its answer)."""
-        try:
-            data = self._path(session_id, entry_id).read_bytes()
-            entry = MessageEntry.model_validate_json(data)
-        except (OSError, ValueError):  # (a pydantic ValidationError is a ValueError)
-            return None
-        if entry.id != entry_id or entry.parent_id != parent_id:
-            return None
-        return entry.message if isinstance(entry.message, AssistantMessage) else None
-
-    def forget(self, session_id: str, entries: Iterable[SessionEntry]) -> None:
-        """Remove the answers kept for these entries (written to the session file now)."""
-        for entry in entries:
-            if isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage) and entry.id:
-                with contextlib.suppress(OSError, ValueError):
-                    self._path(session_id, entry.id).unlink()
-
-
 class SessionStore:
     """Session files under one root directory; session ids can never escape it."""
 
@@ -160,7 +79,6 @@ class SessionStore:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.paths = SessionPaths(self.root)
-        self.answers = KeptAnswers(self.paths)
         self.fsync = fsync
         # One writer per session within this process (the OS lock covers other processes).
         self._locks: dict[str, asyncio.Lock] = {}
@@ -304,13 +222,8 @@ class SessionActivities:
 
         def append(storage: JsonlSessionStorage) -> None:
             storage.append_entries(entries)
-            self.store.answers.forget(inp.session_id, entries)
 
-        write = self.store.write(inp.session_id, inp.create, append, lock_wait=activity_lock_wait())
-        if activity.info().is_local:
-            await within_local_time(write)
-        else:
-            await heartbeating(write)
+        await heartbeating(self.store.write(inp.session_id, inp.create, append))
 
     @activity.defn(name="session.import")
     async def import_session(self, inp: ImportSessionInput) -> None:
@@ -350,40 +263,9 @@ class SessionActivities:
             ) from None
 
 
-def activity_lock_wait() -> float | None:
-    """The lock wait for a session write from this activity: short in a local one, else the default."""
-    return LOCAL_LOCK_WAIT_SECONDS if activity.info().is_local else None
-
-
-async def within_local_time(write: Awaitable[None]) -> None:
-    """Await a write made by a local activity for ``LOCAL_WRITE_SECONDS``; past that, fail the
-    attempt quietly (a benign ``LOCAL_WRITE_DEFERRED``: the workflow then has the remote
-    ``session.append`` write the entries) and let the write go on in the background.
-
-    The attempt bounds itself, as a model call's local attempt does, well inside its start-to-close
-    timeout (``policies.LOCAL_SESSION_WRITE``). Timed out by the worker instead, it would be
-    cancelled: a path taken by design under load, which the SDK logs as a failed activity with its
-    traceback and Temporal's core as the completion of an unknown local activity. Cancelled, the
-    coroutine would also give up the session's lock while its thread still writes; going on, the
-    write keeps the lock until it is done, so the remote append waits for it and finds its entries
-    there (appends are idempotent on entry id)."""
-    task = asyncio.ensure_future(write)
-    task.add_done_callback(retrieve_exception)
-    done, _ = await asyncio.wait({task}, timeout=LOCAL_WRITE_SECONDS)
-    if task not in done:
-        raise ApplicationError(
-            "the write did not end within the workflow task's local attempt; the session.append "
-            "activity writes the entries",
-            type=LOCAL_WRITE_DEFERRED,
-            category=ApplicationErrorCategory.BENIGN,
-        )
-    task.result()
-
-
 def retrieve_exception(task: asyncio.Future[Any]) -> None:
     """Done callback of work left running in the background whose failure another attempt reports
-    (a handed-off model or tool call, a sync beside a call, a write after its local attempt gave
-    up): its exception is taken here instead of being logged as "never retrieved"."""
+    (a parked model call): its exception is taken here instead of being logged as "never retrieved"."""
     if not task.cancelled():
         task.exception()
 
@@ -391,11 +273,8 @@ def retrieve_exception(task: asyncio.Future[Any]) -> None:
 async def heartbeating(work: Awaitable[T], interval: float = 0.08) -> T:
     """Await ``work`` in an activity, heartbeating every ``interval`` once it takes that long.
 
-    A quick write sends none (each beat is a server write); a local activity none at all (it has no
-    heartbeat: its worker holds the workflow task meanwhile).
+    A quick write sends none (each beat is a server write).
     """
-    if activity.info().is_local:
-        return await work
 
     async def beat() -> None:
         while True:

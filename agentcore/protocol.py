@@ -23,7 +23,7 @@ from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .schedules import RecurringMessage
 from .session.entries import BranchSummaryEntry, CompactionEntry, SessionEntry
 from .session.stats import SessionStats
-from .tools import AgentToolResult, ToolSpec
+from .tools import ToolSpec
 from .wakeups import Wakeup
 
 WORKFLOW_NAME = "agentcore.Conversation"  # don't rename: recorded in histories
@@ -414,17 +414,12 @@ class StreamInput(WireModel):
     # A context-overflow error is then returned without being recorded: the workflow compacts and
     # retries the call once instead.
     compact_on_overflow: bool = False
-    # A local attempt's context runs through these too, but they are not written: the workflow task
-    # that made them is the one running the attempt, and may yet be lost and made again.
-    pending_entries: list[SessionEntry] = Field(default_factory=list)
-    # Failed attempts already made at this call (a local one): attempt numbers continue from them.
+    # Failed attempts already made at this call: attempt numbers continue from them.
     prior_attempts: int = 0
-    # Nothing is known yet of how quickly the conversation's model answers (its first call): a local
-    # attempt makes the call only if this worker's last call to that model ended within a publish
-    # interval; otherwise it declines at once (``StreamResult.declined``) and the remote one makes it.
+    # Not read since conversations make no local attempts (docs/versioning.md); kept, as a wire
+    # model never loses a field.
+    pending_entries: list[SessionEntry] = Field(default_factory=list)
     speed_unknown: bool = False
-    # A local attempt's wait before it hands the call off, when other local attempts of the same
-    # workflow task used part of the publish interval (None: the worker's whole publish interval).
     local_wait_seconds: float | None = None
 
 
@@ -454,14 +449,10 @@ class StreamResult(WireModel):
     attempt: int = 0
     # The provider refused the context as too long and nothing was recorded (``compact_on_overflow``).
     overflow: bool = False
-    # A local attempt's call outlived one publish interval and goes on in the worker: the workflow
-    # runs llm.stream as a remote activity with the same input, which takes the call over (and
-    # streams it, and can be aborted) instead of calling the model again. ``message`` is a partial.
+    # Not set since conversations make no local attempts (docs/versioning.md); kept, as a wire model
+    # never loses a field.
     handoff: bool = False
-    # With ``handoff``: the local attempt made no call (``StreamInput.speed_unknown``); the remote
-    # activity makes it.
     declined: bool = False
-    # How long a local attempt ran (seconds): what it took of its workflow task's publish interval.
     local_seconds: float = 0.0
 
 
@@ -472,27 +463,10 @@ class ToolCallInput(WireModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     retry_safe: bool = True
     timeout_seconds: float
-    # As ``StreamInput.local_wait_seconds``, for a tool call's local attempt.
+    # Not read since conversations make no local attempts (docs/versioning.md); kept, as a wire
+    # model never loses a field.
     local_wait_seconds: float | None = None
-    # A local attempt that only stops the call this worker holds under this id: it was handed off,
-    # then aborted before the remote activity took it over.
     stop: bool = False
-
-
-class ToolAttemptResult(WireModel):
-    """What a local attempt at ``tools.execute`` returns (the remote activity returns the
-    ``AgentToolResult`` itself).
-
-    A call that ended within the attempt's wait (at most one publish interval) comes back with its
-    result and the progress it reported (``updates``, for the workflow to publish). One still running
-    is ``handoff``: it goes on in the worker, and the remote ``tools.execute`` the workflow then
-    schedules (same input) takes it over instead of running the tool again."""
-
-    result: AgentToolResult | None = None
-    updates: list[AgentToolResult] = Field(default_factory=list)
-    handoff: bool = False
-    # How long the attempt ran (seconds), as ``StreamResult.local_seconds``.
-    local_seconds: float = 0.0
 
 
 class AppendInput(WireModel):
@@ -513,8 +487,8 @@ class DescribeToolsInput(WireModel):
 class DescribeToolsResult(WireModel):
     tools: list[ToolSpec]
     unknown: list[str] = Field(default_factory=list)
-    # A local attempt's answer when this worker's registry does not know every name (an MCP server
-    # it has not listed yet, a tool only other workers register): the remote activity answers.
+    # Not set since ``tools.describe`` runs only as a regular activity; kept (a wire model never
+    # loses a field).
     declined: bool = False
 
 

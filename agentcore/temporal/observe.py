@@ -41,7 +41,7 @@ from temporalio.worker import (
 from ..activities.llm import model_context_seen
 from ..errors import EXECUTION_ABORTED
 from ..messages import AssistantMessage, TextContent
-from ..protocol import StreamInput, StreamResult, ToolAttemptResult, ToolCallInput
+from ..protocol import StreamInput, StreamResult, ToolCallInput
 from ..runtime import LlmContext
 from ..tools import AgentToolResult
 from . import genai
@@ -54,7 +54,6 @@ MODEL_CALL_ACTIVITY = "llm.stream"
 TOOL_CALL_ACTIVITY = "tools.execute"
 RUN_UPDATES = frozenset({"prompt", "continue"})
 SESSION_ID_ATTRIBUTE = "agentcore.session.id"
-HANDOFF_ATTRIBUTE = "agentcore.handoff"
 _RUN_STARTED_EXTERN = "agentcore_run_started"
 # The model a run uses, as the workflow indexes it (agentcore.search_attributes).
 _MODEL_SEARCH_ATTRIBUTE = SearchAttributeKey.for_keyword("AgentModel")
@@ -67,14 +66,6 @@ ACTIVITY_SPAN_KEY = "agentcore.activity-span"
 
 def model_label(provider: str, model_id: str) -> str:
     return f"{provider}/{model_id}"
-
-
-def handed_off(span: Span) -> bool:
-    """The span of a local attempt that handed its call, still running or not yet made, to the remote
-    activity: that one makes the call's span, so this one is not ended (an unended span is not
-    exported) and a call is one span however it ran."""
-    attributes = getattr(span, "attributes", None)  # a sampled-out span has none
-    return bool(attributes and attributes.get(HANDOFF_ATTRIBUTE))
 
 
 def genai_span(activity_type: str, args: Sequence[Any]) -> tuple[str, SpanKind] | None:
@@ -142,8 +133,7 @@ class AgentObserver(Interceptor):
             with trace.use_span(span, record_exception=False, set_status_on_exception=False):
                 yield span
         finally:
-            if not handed_off(span):
-                span.end()
+            span.end()
 
 
 class _RunCounter(WorkflowInboundInterceptor):
@@ -225,11 +215,6 @@ class _ObservedActivity(ActivityInboundInterceptor):
             if not isinstance(result, StreamResult):
                 return result
             message = result.message
-            if result.handoff:
-                # The call goes on under the remote llm.stream that adopts it: that one is counted.
-                if span is not None:
-                    span.set_attribute(HANDOFF_ATTRIBUTE, True)
-                return result
             self._record_model_result(span, metrics, model, message, time.perf_counter() - started, result)
             return result
 
@@ -295,12 +280,7 @@ class _ObservedActivity(ActivityInboundInterceptor):
             except BaseException as err:
                 self._failed(span, err, call="tool", label=inp.tool_name)
                 raise
-            tool_result = result.result if isinstance(result, ToolAttemptResult) else result
-            if isinstance(result, ToolAttemptResult) and result.handoff:
-                # The tool goes on under the remote tools.execute that adopts it: that one is counted.
-                if span is not None:
-                    span.set_attribute(HANDOFF_ATTRIBUTE, True)
-                return result
+            tool_result = result
             if not isinstance(tool_result, AgentToolResult):
                 return result
             code = _error_code(tool_result)
@@ -351,4 +331,4 @@ def _set_error(span: Span | None, code: str | None, description: str | None = No
     span.set_status(Status(StatusCode.ERROR, f"{code}: {description}" if description else code))
 
 
-__all__ = ["ACTIVITY_SPAN_KEY", "AgentObserver", "genai_span", "handed_off", "model_label"]
+__all__ = ["ACTIVITY_SPAN_KEY", "AgentObserver", "genai_span", "model_label"]

@@ -219,7 +219,7 @@ def _agent_tracing_interceptor_class() -> type[Any]:
     from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
 
     from ..protocol import WORKFLOW_NAME
-    from .observe import ACTIVITY_SPAN_KEY, genai_span, handed_off
+    from .observe import ACTIVITY_SPAN_KEY, genai_span
 
     def workflow_tracer() -> opentelemetry.trace.Tracer:
         # The process's provider, as the SDK's interceptor uses it: a ReplaySafeTracerProvider
@@ -369,8 +369,7 @@ def _agent_tracing_interceptor_class() -> type[Any]:
                 raise
             finally:
                 opentelemetry.context.detach(token)
-                if not handed_off(span):
-                    span.end()
+                span.end()
 
     class _ActivitiesByKind(temporalio.worker.ActivityInboundInterceptor):
         def __init__(

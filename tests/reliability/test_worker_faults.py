@@ -168,34 +168,3 @@ async def test_prompt_sent_with_no_worker_runs_once_when_one_starts(rig: Rig) ->
     state = await rig.settle(agent)
     assert [m.role for m in state.messages] == ["user", "assistant"]
     assert len(rig.log_lines("stream-start")) == 1
-
-
-async def test_kill_after_a_local_attempt_answered_does_not_ask_the_model_again(rig: Rig) -> None:
-    """Fault 1, after the answer: a quick model call ends in its local attempt (inside the workflow
-    task) and the worker is killed right then, before the task completes: the answer is in no
-    session entry yet. Another worker runs the task again and records that answer; the model got
-    exactly one request for the call."""
-    first = await rig.spawn(die_after_local_answer=1)
-    agent = await rig.start("local-answer")
-    prompts = []
-    for number in range(6):  # a conversation's first call is remote; one after a quick call local
-        prompts.append(asyncio.ensure_future(agent.prompt(f"question {number}")))
-        await rig.wait_log("stream-done", count=number + 1)
-        idle = asyncio.ensure_future(agent.wait_for_idle())
-        await wait_until(lambda: idle.done() or first.process.poll() is not None, 30)  # noqa: B023
-        if first.process.poll() is not None:
-            idle.cancel()
-            break
-        await idle
-    assert first.process.poll() is not None, "no model call ended in a local attempt"
-    [answered] = [line for line in rig.log_lines("stream-done") if line[4] == "local"]
-    assert answered[2] == str(first.pid)
-    await rig.spawn()
-    await asyncio.gather(*prompts)
-    state = await rig.settle(agent)
-    calls = [line for line in rig.log_lines("stream-start") if line[1] == answered[1]]
-    assert len(calls) == 1, f"the model was asked again for an answer it had given: {calls}"
-    replies = assistant_messages(state.messages)
-    assert len(replies) == number + 1
-    assert f"from worker {first.pid}" in replies[-1].text  # the answer the killed worker got
-    assert_no_answered_twice(state.messages)

@@ -1,35 +1,20 @@
-"""A quick tool call runs inside its workflow task; a slow one is handed off, still running, to the
-remote ``tools.execute``; a tool that is not retry-safe stays remote.
-
-A retry-safe tool's call is first a local activity bounded to one publish interval (as a quick
-model call is). One that has not ended by then goes on in the worker and the remote activity takes
-it over: it runs once, and abort and ``get_state`` act while it runs. The activity's side is tested
-under ``ActivityEnvironment`` (a local attempt is the same activity with ``info.is_local``).
-"""
+"""Tool calls are regular activities: a tool runs once, in order with its batch, and ``get_state``
+answers while tools run (every call's result comes in a workflow task of its own)."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 
-import agentcore.activities.tools as tools_activities
 from agentcore import AgentOptions, AgentTool, AgentToolResult
-from agentcore.activities.tools import ToolActivities
-from agentcore.messages import TextContent, ToolResultMessage
-from agentcore.protocol import ToolAttemptResult, ToolCallInput
-from agentcore.temporal import DATA_CONVERTER
+from agentcore.messages import ToolResultMessage
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from agentcore.tools import ToolRegistry
 from agentcore.worker import create_worker
 from tests.durable_support import SleepArgs, collect_run, running_worker, sleep_tool
 
@@ -116,9 +101,7 @@ async def test_a_tool_that_is_not_retry_safe_stays_remote(temporal_client: Clien
 async def test_quick_tool_turns_in_a_row_leave_the_conversation_responsive(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Local model calls and local tools chained in one run: together they hold a workflow task one
-    publish interval at most, so ``get_state`` is answered while the run goes on (held for the whole
-    run, it would be answered only after its end)."""
+    """Model calls and tools chained in one run: ``get_state`` is answered while the run goes on."""
     calls = 40
 
     def respond(context: Any) -> Any:
@@ -130,7 +113,7 @@ async def test_quick_tool_turns_in_a_row_leave_the_conversation_responsive(
     work = Counted()
     async with running_worker(temporal_client, tmp_path, ScriptedModel(respond), tools=[work.tool()]) as h:
         agent = await h.agents.start("local-tool-chain", AgentOptions(model=scripted_model(), tools=["work"]))
-        await agent.prompt("hello")  # (the first model call is remote; the next ones are quick)
+        await agent.prompt("hello")
         await agent.wait_for_idle(timeout=30)
         await agent.prompt("work")
         await asyncio.wait_for(work.started.wait(), 30)
@@ -143,92 +126,11 @@ async def test_quick_tool_turns_in_a_row_leave_the_conversation_responsive(
     assert work.runs == calls
 
 
-# ------------------------------------------------------------------------- the activity, by itself
-
-
-def _env(*, local: bool) -> ActivityEnvironment:
-    env = ActivityEnvironment()
-    env.payload_converter = DATA_CONVERTER.payload_converter
-    env.info = dataclasses.replace(env.info, is_local=local, workflow_id="wf")
-    return env
-
-
-def _input(seconds: float, **fields: Any) -> ToolCallInput:
-    return ToolCallInput(
-        session_id="s",
-        tool_name="work",
-        tool_call_id="c1",
-        arguments={"seconds": seconds},
-        timeout_seconds=30,
-        **fields,
-    )
-
-
-def _activities(work: Counted) -> ToolActivities:
-    return ToolActivities(ToolRegistry([work.tool()]), local_wait=timedelta(milliseconds=50))
-
-
-async def test_a_quick_local_attempt_returns_the_result_and_its_progress() -> None:
-    work = Counted()
-    attempt = await _env(local=True).run(_activities(work).execute, _input(0.0))
-    assert isinstance(attempt, ToolAttemptResult) and not attempt.handoff
-    assert attempt.result is not None and attempt.result.content == [TextContent(text="worked 0.0")]
-    assert [u.content for u in attempt.updates] == [[TextContent(text="working")]]
-    assert 0 < attempt.local_seconds < 0.05
-
-
-async def test_a_handed_off_tool_is_taken_over_not_run_again() -> None:
-    work = Counted()
-    acts = _activities(work)
-    handed = await _env(local=True).run(acts.execute, _input(0.3))
-    assert isinstance(handed, ToolAttemptResult) and handed.handoff and handed.result is None
-    done = await _env(local=False).run(acts.execute, _input(0.3))
-    assert isinstance(done, AgentToolResult) and done.content == [TextContent(text="worked 0.3")]
-    assert (work.runs, work.finished) == (1, 1) and not acts._running
-
-
-async def test_a_handed_off_tool_not_on_this_worker_runs_anew() -> None:
-    work = Counted()
-    assert (await _env(local=True).run(_activities(work).execute, _input(0.2))).handoff  # type: ignore[union-attr]
-    done = await _env(local=False).run(_activities(work).execute, _input(0.2))
-    assert isinstance(done, AgentToolResult) and work.runs == 2
-
-
-async def test_a_handed_off_tool_nobody_takes_over_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tools_activities, "HANDOFF_WAIT_SECONDS", 0.1)
-    work = Counted()
-    acts = _activities(work)
-    assert (await _env(local=True).run(acts.execute, _input(5.0))).handoff  # type: ignore[union-attr]
-    await asyncio.sleep(0.3)
-    assert work.aborted == 1 and not acts._running
-
-
-async def test_a_stop_attempt_aborts_the_handed_off_tool() -> None:
-    """The abort cancelled the remote activity before it started: the workflow's stop attempt finds
-    the tool still running here and aborts it."""
-    work = Counted()
-    acts = _activities(work)
-    assert (await _env(local=True).run(acts.execute, _input(5.0))).handoff  # type: ignore[union-attr]
-    stopped = await _env(local=True).run(acts.execute, _input(5.0, stop=True))
-    assert isinstance(stopped, ToolAttemptResult) and stopped.result is not None and stopped.result.is_error
-    assert (work.runs, work.aborted, work.finished) == (1, 1, 0) and not acts._running
-
-
-async def test_a_local_attempt_waits_no_longer_than_its_task_has_left() -> None:
-    work = Counted()
-    attempt = await _env(local=True).run(_activities(work).execute, _input(0.03, local_wait_seconds=0.01))
-    assert isinstance(attempt, ToolAttemptResult) and attempt.handoff
-
-
-async def test_side_by_side_attempts_keep_their_results_after_a_replay(
+async def test_side_by_side_calls_keep_their_results_after_a_replay(
     temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Two calls of one batch both go remote after their local attempts, which end in the other
-    order than they started: the first is slow (handed off after the attempt's bound), the second
-    ends at once with a result too large for the workflow task (handed off finished). The workflow
-    takes them in the order they started (``TemporalRuntime._in_start_order``), so their remote
-    activities come in that order live and on replay; each call keeps its own result when a new
-    worker replays the conversation."""
+    """Two calls of one batch end in the other order than they started (the first is slow, the
+    second large): each call keeps its own result when a new worker replays the conversation."""
 
     async def big(tool_call_id: str, args: SleepArgs, signal: Any, on_update: Any) -> AgentToolResult:
         return AgentToolResult.text("x" * 100_000)
@@ -256,7 +158,7 @@ async def test_side_by_side_attempts_keep_their_results_after_a_replay(
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
-    assert remote.count("tools.execute") == 2, remote  # both handed to the remote activity
+    assert remote.count("tools.execute") == 2, remote
     # A new worker on the same queue has nothing cached: it replays the history to answer.
     worker = create_worker(
         temporal_client, task_queue=h.task_queue, tools=tools, sessions_dir=h.sessions_dir, stream_fn=model
