@@ -118,6 +118,13 @@ async def run_subagent(
                 SearchAttributePair(keys[AGENT_STATUS], "running"),
             ]
         )
+    # Waited for from before its start: the child may report a call awaiting approval in the very
+    # activation that resolves its start (signals are applied first), and a report from a child not
+    # waited for is dropped (``subagent_approvals``).
+    conversation.subagents_waiting[child_id] = (
+        f"waiting for sub-agent `{spec.name}` (child workflow `{child_id}`) "
+        f"since {workflow.now():%Y-%m-%d %H:%M:%S} UTC"
+    )
     try:
         handle = await workflow.start_child_workflow(
             WORKFLOW_NAME,
@@ -133,16 +140,16 @@ async def run_subagent(
             static_summary=f"sub-agent {spec.name} · {model.provider}/{model.id}",
         )
     except WorkflowAlreadyStartedError:
+        del conversation.subagents_waiting[child_id]
         return error_result(
             EXECUTION_ERROR,
             f'Sub-agent "{spec.name}" was not started: a conversation {child_id!r} exists already.',
             session_id=child_id,
         )
+    except BaseException:  # (cancelled before it started: an abort)
+        del conversation.subagents_waiting[child_id]
+        raise
     remove = signal.add_listener(lambda: handle.cancel(SUBAGENT_ABORT_REASON))
-    conversation.subagents_waiting[child_id] = (
-        f"waiting for sub-agent `{spec.name}` (child workflow `{child_id}`) "
-        f"since {workflow.now():%Y-%m-%d %H:%M:%S} UTC"
-    )
     conversation._set_details()
     try:
         result: AgentToolResult = await handle
