@@ -66,20 +66,35 @@ async def replay_check(request: pytest.FixtureRequest) -> AsyncIterator[None]:
     opted_out = request.node.get_closest_marker("no_replay_check")
     if opted_out is not None and not opted_out.args:
         pytest.fail("@pytest.mark.no_replay_check needs its reason: no_replay_check('why')")
-    with replay_support.recording() as registry:
+    with replay_support.recording(enabled=opted_out is None) as registry:
         yield
-    if opted_out is None:
+    try:
         await replay_support.check(registry)
+    finally:
+        if registry.replayed or registry.skipped:
+            request.node.user_properties.append(("replay_check", registry.summary()))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    stats = replay_support.STATS
-    if stats.tests:
-        terminalreporter.write_line(
-            f"replay check: {stats.replayed} histories of {stats.tests} tests replayed in {stats.seconds:.1f} s"
-        )
-    for skipped in stats.skipped:
-        terminalreporter.write_line(f"replay check skipped {skipped}")
+    """How many histories the replay check replayed, in how long; which it could not fetch, and why."""
+    checked = [
+        (report.nodeid, value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "teardown"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "replay_check"
+    ]
+    if not checked:
+        return
+    replayed = sum(value["replayed"] for _, value in checked)
+    seconds = sum(value["seconds"] for _, value in checked)
+    terminalreporter.write_line(
+        f"replay check: {replayed} workflow histories of {len(checked)} tests replayed in {seconds:.1f} s"
+    )
+    for nodeid, value in checked:
+        for skipped in value["skipped"]:
+            terminalreporter.write_line(f"replay check: {nodeid}: skipped {skipped}")
 
 
 @pytest.fixture

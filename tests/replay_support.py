@@ -45,6 +45,8 @@ from agentcore.workflows import ConversationWorkflow
 REPLAYABLE = frozenset({WORKFLOW_NAME})
 # At most this many history fetches at once.
 FETCHES = 16
+# A test's replays that take longer than this fail it, named, rather than run into the test's timeout.
+REPLAY_TIMEOUT = 60
 
 
 def replayer(data_converter: DataConverter = DATA_CONVERTER) -> Replayer:
@@ -74,19 +76,28 @@ class _Root:
 class Registry:
     """What one test started: workflows, and the task queues its workers served."""
 
+    enabled: bool = True  # False: the test opted out (``no_replay_check``)
     roots: list[_Root] = field(default_factory=list)
     # task queue -> (a client of its server, the converter its workers use)
     queues: dict[str, tuple[Client, DataConverter]] = field(default_factory=dict)
+    # What ``check`` did: histories replayed, seconds it took, histories it could not fetch (why).
+    replayed: int = 0
+    seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        """For the test report (``conftest.pytest_terminal_summary`` adds them up)."""
+        return {"replayed": self.replayed, "seconds": self.seconds, "skipped": list(self.skipped)}
 
 
 _current: Registry | None = None
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[Registry]:
+def recording(enabled: bool = True) -> Iterator[Registry]:
     """Starts and workers from here on are noted in the registry this yields."""
     global _current
-    registry = _current = Registry()
+    registry = _current = Registry(enabled)
     try:
         yield registry
     finally:
@@ -165,19 +176,6 @@ def watch_worker(worker: Worker) -> None:
 # ------------------------------------------------------------------------------------ checking
 
 
-@dataclass
-class Stats:
-    """The session's totals (``conftest.pytest_terminal_summary``)."""
-
-    tests: int = 0
-    replayed: int = 0
-    seconds: float = 0.0
-    skipped: list[str] = field(default_factory=list)
-
-
-STATS = Stats()
-
-
 @dataclass(frozen=True)
 class _Run:
     client: Client
@@ -187,33 +185,47 @@ class _Run:
 
 
 async def check(registry: Registry) -> None:
-    """Replay every history of ``registry``'s workflows; an ``AssertionError`` names each that does not
-    replay. A history that cannot be fetched (its server or namespace gone) is skipped, and counted in
-    ``STATS.skipped`` with the reason."""
-    if not registry.roots and not registry.queues:
+    """Replay every history of the workflows noted in ``registry`` so far (and forget them); an
+    ``AssertionError`` names each that does not replay. A history that cannot be fetched (its server
+    or namespace gone) is not replayed: ``registry.skipped`` says which and why."""
+    if not registry.enabled or (not registry.roots and not registry.queues):
         return
     began = time.monotonic()
     histories = await _histories(registry)
+    registry.roots, registry.queues = [], {}
     failures: list[str] = []
     by_converter: dict[int, tuple[DataConverter, list[tuple[_Run, WorkflowHistory]]]] = {}
     for run, history in histories:
         by_converter.setdefault(id(run.converter), (run.converter, []))[1].append((run, history))
     for converter, group in by_converter.values():
         check_with = _DEFAULT_REPLAYER if converter is DATA_CONVERTER else replayer(converter)
-        results = await check_with.replay_workflows(
-            _iterate([history for _, history in group]), raise_on_replay_failure=False
-        )
         names = {history.run_id: f"{run.workflow_id} (run {run.run_id})" for run, history in group}
+        try:
+            results = await asyncio.wait_for(
+                check_with.replay_workflows(
+                    _iterate([history for _, history in group]), raise_on_replay_failure=False
+                ),
+                REPLAY_TIMEOUT,
+            )
+        except TimeoutError:
+            failures.append(f"the Replayer did not finish in {REPLAY_TIMEOUT} s: {', '.join(names.values())}")
+            continue
         for run_id, err in results.replay_failures.items():
             failures.append(f"{names.get(run_id, run_id)}: {type(err).__name__}: {err}")
-    STATS.tests += 1
-    STATS.replayed += len(histories)
-    STATS.seconds += time.monotonic() - began
+    registry.replayed += len(histories)
+    registry.seconds += time.monotonic() - began
     if failures:
         raise AssertionError(
             f"{len(failures)} of {len(histories)} workflow histories this test made do not replay:\n"
             + "\n".join(failures)
         )
+
+
+async def check_now() -> None:
+    """``check`` what the current test has made so far, now: before the server it ran on goes away
+    (the reliability stage's killable server). What it makes from here on is checked at its end."""
+    if _current is not None:
+        await check(_current)
 
 
 async def _iterate(histories: list[WorkflowHistory]) -> AsyncIterator[WorkflowHistory]:
@@ -247,12 +259,16 @@ async def _histories(registry: Registry) -> list[tuple[_Run, WorkflowHistory]]:
                 handle = run.client.get_workflow_handle(run.workflow_id, run_id=run.run_id)
                 history = await handle.fetch_history()
         except RPCError as err:
-            STATS.skipped.append(f"{run.workflow_id} (run {run.run_id}): history not fetched: {err}")
+            registry.skipped.append(f"{run.workflow_id} (run {run.run_id}): history not fetched: {err}")
             return
         if not history.events:
             return
         started = history.events[0].workflow_execution_started_event_attributes
-        if started.workflow_type.name in REPLAYABLE:
+        # A run no worker has taken a workflow task of yet ran no workflow code: nothing to replay
+        # (and the Replayer waits forever on a history of just WorkflowExecutionStarted).
+        if started.workflow_type.name in REPLAYABLE and any(
+            event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED for event in history.events
+        ):
             found.append((run, history))
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
@@ -269,7 +285,7 @@ async def _histories(registry: Registry) -> list[tuple[_Run, WorkflowHistory]]:
                 described = await root.client.get_workflow_handle(root.workflow_id).describe()
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:  # not found: the start failed, nothing to replay
-                STATS.skipped.append(f"{root.workflow_id}: not described: {err}")
+                registry.skipped.append(f"{root.workflow_id}: not described: {err}")
             return
         info = described.raw_description.workflow_execution_info
         converter = converter_for(root.client, root.task_queue)
@@ -280,7 +296,7 @@ async def _histories(registry: Registry) -> list[tuple[_Run, WorkflowHistory]]:
             async with limit:
                 runs = [e async for e in client.list_workflows(f'TaskQueue = "{task_queue}"')]
         except RPCError as err:
-            STATS.skipped.append(f"task queue {task_queue}: not listed: {err}")
+            registry.skipped.append(f"task queue {task_queue}: not listed: {err}")
             return
         for execution in runs:
             follow(_Run(client, execution.id, execution.run_id, converter))

@@ -16,7 +16,6 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.testing import WorkflowEnvironment
 
 from agentcore import AgentOptions, cli
 from agentcore.client import AgentClient
@@ -78,10 +77,10 @@ def _post(
 
 
 async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(
-    temporal_env: WorkflowEnvironment, tmp_path: Path
+    temporal_client: Client, tmp_path: Path
 ) -> None:
     codec = EncryptionCodec(os.urandom(32))
-    config = temporal_env.client.config()
+    config = temporal_client.config()
     config["data_converter"] = with_codec(DATA_CONVERTER, codec)
     client = Client(**config)
     assert ensure_data_converter(client).data_converter.payload_codec is codec
@@ -154,22 +153,22 @@ def _messages(failure: Failure) -> str:
 
 
 async def test_a_process_without_the_key_says_so(
-    temporal_env: WorkflowEnvironment,
+    temporal_client: Client,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A client or a worker started without the key, beside processes with it: its calls fail, and
     the workflow tasks it takes fail, with an error that names the missing key."""
-    config = temporal_env.client.config()
+    config = temporal_client.config()
     config["data_converter"] = with_codec(DATA_CONVERTER, EncryptionCodec(os.urandom(32)))
     keyed = Client(**config)
     model = ScriptedModel(lambda context: text("Noted."))
     # Only a worker without the key serves this queue.
-    async with running_worker(temporal_env.client, tmp_path, model) as keyless:
+    async with running_worker(temporal_client, tmp_path, model) as keyless:
         encrypted = AgentClient(keyed, task_queue=keyless.task_queue, sessions_dir=keyless.sessions_dir)
         agent = await encrypted.start("no-key", AgentOptions(model=scripted_model()))
-        handle = temporal_env.client.get_workflow_handle("no-key")
+        handle = temporal_client.get_workflow_handle("no-key")
         for _ in range(100):
             failed = [
                 _messages(e.workflow_task_failed_event_attributes.failure)
@@ -189,13 +188,13 @@ async def test_a_process_without_the_key_says_so(
         await agent.prompt("hello")
         await agent.wait_for_idle()
         reader = await AgentClient(
-            temporal_env.client, task_queue=with_key.task_queue, sessions_dir=with_key.sessions_dir
+            temporal_client, task_queue=with_key.task_queue, sessions_dir=with_key.sessions_dir
         ).attach("no-key-2")
         with pytest.raises(EncryptionKeyError, match="no key") as raised:
             await reader.get_state()
         assert isinstance(raised.value, AgentError) and raised.value.code == "ENCRYPTION_KEY"
         # The CLI says so in a line, as a refusal (not a traceback).
-        address = temporal_env.client.service_client.config.target_host
+        address = temporal_client.service_client.config.target_host
         base = ["--address", address, "--task-queue", with_key.task_queue]
         monkeypatch.delenv("AGENTCORE_ENCRYPTION_KEY", raising=False)
         assert await cli.run([*base, "state", "no-key-2"]) == 1
@@ -203,9 +202,9 @@ async def test_a_process_without_the_key_says_so(
         assert (await agent.get_state()).messages[-1].text == "Noted."
 
 
-async def test_stored_payloads_are_encrypted_too(temporal_env: WorkflowEnvironment, tmp_path: Path) -> None:
+async def test_stored_payloads_are_encrypted_too(temporal_client: Client, tmp_path: Path) -> None:
     # The codec runs before the payload store: files beside the sessions hold ciphertext only.
-    config = temporal_env.client.config()
+    config = temporal_client.config()
     config["data_converter"] = with_codec(DATA_CONVERTER, EncryptionCodec(os.urandom(32)))
     client = Client(**config)
     model = ScriptedModel(lambda context: text(f"read {len(context.messages[-1].text)}"))

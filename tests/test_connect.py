@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio.client import KeepAliveConfig
+from temporalio.client import Client, KeepAliveConfig
 from temporalio.testing import WorkflowEnvironment
 
 from agentcore.client import AgentClient
@@ -18,6 +18,7 @@ from agentcore.temporal import ConnectionSettings, TemporalConfigError, connect,
 from agentcore.testing.loopback import LoopbackServer
 from tests.cli_support import AGENTCORE
 from tests.durable_support import add_tool, collect_run, running_worker
+from tests.replay_support import watch_task_queue
 from tests.tls_support import TlsProxy, make_ca, make_pki
 
 TEMPORAL_VARIABLES = (
@@ -106,7 +107,10 @@ def _dev_server_address(env: WorkflowEnvironment) -> str:
 
 
 async def test_a_turn_over_tls_with_the_ca_from_the_environment(
-    temporal_env: WorkflowEnvironment, clean_env: pytest.MonkeyPatch, tmp_path: Path
+    temporal_env: WorkflowEnvironment,
+    temporal_client: Client,
+    clean_env: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     pki = make_pki(tmp_path / "pki")
     async with TlsProxy(pki, _dev_server_address(temporal_env)) as proxy, LoopbackServer() as model_server:
@@ -117,6 +121,8 @@ async def test_a_turn_over_tls_with_the_ca_from_the_environment(
         async with running_worker(
             client, tmp_path, None, tools=[add_tool()], get_api_key=lambda provider: "sk-loopback"
         ) as harness:
+            # Replayed through the dev server itself: the proxy is gone by then.
+            watch_task_queue(temporal_client, harness.task_queue, temporal_client.data_converter)
             agent = await harness.agents.start(
                 "tls-turn", AgentOptions(model=model_server.model(), tools=["add"])
             )
@@ -160,15 +166,21 @@ async def test_a_wrong_ca_fails_with_one_clear_line(
 
 
 async def test_agent_client_and_dev_connect_to_a_given_cluster(
-    temporal_env: WorkflowEnvironment, clean_env: pytest.MonkeyPatch, tmp_path: Path
+    temporal_env: WorkflowEnvironment,
+    temporal_client: Client,
+    clean_env: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     address = _dev_server_address(temporal_env)
+    queues = [f"dev-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    for queue in queues:  # the conversations `agentcore dev` starts
+        watch_task_queue(temporal_client, queue, temporal_client.data_converter)
     clean_env.setenv("TEMPORAL_ADDRESS", address)
     agents = await AgentClient.connect(task_queue="unused", sessions_dir=tmp_path / "sessions")
     assert agents.client.service_client.config.target_host == address
     # `agentcore dev --address`: the chat, worker and demo model on that cluster, no server of its own.
     process = await asyncio.create_subprocess_exec(
-        AGENTCORE, "--address", address, "--task-queue", f"dev-{uuid.uuid4().hex[:8]}",
+        AGENTCORE, "--address", address, "--task-queue", queues[0],
         "--data-dir", str(tmp_path / "data"), "dev", "--once", "hello", "--demo-port", "0", "--fast",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
@@ -180,7 +192,7 @@ async def test_agent_client_and_dev_connect_to_a_given_cluster(
 
     # TEMPORAL_ADDRESS alone (no flag) is just as explicit: dev attaches and says so.
     process = await asyncio.create_subprocess_exec(
-        AGENTCORE, "--task-queue", f"dev-{uuid.uuid4().hex[:8]}", "--data-dir", str(tmp_path / "data2"),
+        AGENTCORE, "--task-queue", queues[1], "--data-dir", str(tmp_path / "data2"),
         "dev", "--once", "hello", "--demo-port", "0", "--fast", "--no-web",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

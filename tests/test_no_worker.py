@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client
 
 import agentcore.client as client_module
 from agentcore import AgentOptions, AgentTool, AgentToolResult, NoWorkerError, cli
@@ -45,15 +45,13 @@ SLOW = AgentTool(
 
 
 async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_up(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
     monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     sessions = tmp_path / "sessions"
-    agents = AgentClient(
-        temporal_env.client, task_queue=task_queue, sessions_dir=sessions, limits=FAST_LIMITS
-    )
+    agents = AgentClient(temporal_client, task_queue=task_queue, sessions_dir=sessions, limits=FAST_LIMITS)
     options = AgentOptions(model=scripted_model(), tools=[SLOW])
     agent = await agents.start("nobody-home", options)  # a start needs no worker
 
@@ -77,7 +75,7 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
         await agents.start("nobody-home-2", AgentOptions(model=scripted_model()), prompt="hi there")
 
     worker = create_worker(
-        temporal_env.client,
+        temporal_client,
         task_queue=task_queue,
         sessions_dir=sessions,
         tools=[SLOW],
@@ -103,7 +101,7 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
 
 
 async def test_the_cli_says_no_worker_runs_the_conversation(
-    temporal_env: WorkflowEnvironment,
+    temporal_client: Client,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
@@ -113,9 +111,9 @@ async def test_the_cli_says_no_worker_runs_the_conversation(
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
     monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
-    agents = AgentClient(temporal_env.client, task_queue=task_queue, sessions_dir=tmp_path / "sessions")
+    agents = AgentClient(temporal_client, task_queue=task_queue, sessions_dir=tmp_path / "sessions")
     agent = await agents.start("cli-nobody-home", AgentOptions(model=scripted_model()))
-    address = temporal_env.client.service_client.config.target_host
+    address = temporal_client.service_client.config.target_host
     began = time.monotonic()
     assert await cli.run(["--address", address, "--task-queue", task_queue, "state", "cli-nobody-home"]) == 1
     assert time.monotonic() - began < 10 * CHECK
@@ -126,17 +124,17 @@ async def test_the_cli_says_no_worker_runs_the_conversation(
 
 
 async def test_recover_through_a_worker_with_none_running_says_so(
-    temporal_env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``recover`` without the sessions directory waits for a worker to place the file: with none
     running it says so, rather than waiting for the conversation to end (which it never does)."""
     monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
     monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
-    async with running_worker(temporal_env.client, tmp_path, ScriptedModel(_answer)) as h:
+    async with running_worker(temporal_client, tmp_path, ScriptedModel(_answer)) as h:
         original = await h.agents.start("to-recover", AgentOptions(model=scripted_model()))
         await original.run("hello", timeout=20)
         saved = h.session_path("to-recover")
-    nobody = AgentClient(temporal_env.client, task_queue=f"tq-{uuid.uuid4().hex[:12]}", limits=FAST_LIMITS)
+    nobody = AgentClient(temporal_client, task_queue=f"tq-{uuid.uuid4().hex[:12]}", limits=FAST_LIMITS)
     began = time.monotonic()
     with pytest.raises(NoWorkerError, match="wait_for_idle"):
         await asyncio.wait_for(nobody.recover(saved, session_id="recovered-nobody"), 30)

@@ -20,6 +20,7 @@ from agentcore.temporal import AgentcorePlugin
 from agentcore.temporal.codec import ENCODING, key_from_bytes
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from tests.durable_support import FAST_LIMITS, add_tool, collect_run
+from tests.replay_support import recording_client
 
 
 @activity.defn(name="plugin_test.greet")
@@ -37,7 +38,9 @@ class GreetingWorkflow:
 
 
 async def _connect(env: WorkflowEnvironment, plugin: AgentcorePlugin) -> Client:
-    return await Client.connect(env.client.service_client.config.target_host, plugins=[plugin])
+    return recording_client(
+        await Client.connect(env.client.service_client.config.target_host, plugins=[plugin])
+    )
 
 
 async def test_a_plain_worker_with_the_plugin_serves_its_own_workflow_and_a_conversation(

@@ -39,6 +39,7 @@ from temporalio.client import Client
 from agentcore.cli import build_parser
 from agentcore.cli.dev import choose_model
 from tests.cli_support import AGENTCORE, demo_deployment
+from tests.replay_support import watch_task_queue
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -348,6 +349,7 @@ def test_every_python_block_runs_as_written(temporal_client: Client, tmp_path: P
     blocks = readme_python_blocks()
     assert len(blocks) == len(PYTHON_OUTPUTS), "a python block without its expected output here"
     env = {**os.environ, "TEMPORAL_ADDRESS": temporal_client.service_client.config.target_host}
+    watch_task_queue(temporal_client, "readme", temporal_client.data_converter)  # the blocks' conversations
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AGENTCORE_ENCRYPTION_KEY"):
         env.pop(key, None)  # the README's blocks run offline, on the loopback model
     for index, (block, expected) in enumerate(zip(blocks, PYTHON_OUTPUTS, strict=True)):

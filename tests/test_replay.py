@@ -14,24 +14,13 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
-from temporalio.worker import Replayer
 
 from agentcore import AgentOptions
-from agentcore.temporal import DATA_CONVERTER
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from agentcore.worker import workflow_runner
-from agentcore.workflows import ConversationWorkflow
 from tests.durable_support import Harness, add_tool, running_worker
+from tests.replay_support import replayer as _replayer  # the one every durable test replays with
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
-
-
-def _replayer() -> Replayer:
-    return Replayer(
-        workflows=[ConversationWorkflow],
-        data_converter=DATA_CONVERTER,
-        workflow_runner=workflow_runner(DATA_CONVERTER),
-    )
 
 
 def test_recorded_histories_exist() -> None:

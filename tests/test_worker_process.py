@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client
 
 from agentcore.client import AgentClient
 from agentcore.messages import ToolResultMessage
@@ -18,15 +18,15 @@ from tests.process_support import AgentcoreProcess, wait_until
 
 
 class Rig:
-    def __init__(self, env: WorkflowEnvironment, tmp_path: Path) -> None:
-        self.address = env.client.service_client.config.target_host
+    def __init__(self, client: Client, tmp_path: Path) -> None:
+        self.address = client.service_client.config.target_host
         self.task_queue = f"proc-{uuid.uuid4().hex[:10]}"
         self.data_dir = tmp_path / "data"
         self.sessions_dir = self.data_dir / "sessions"
         self.tool_log = tmp_path / "tool.log"
         self.tool_log.touch()
         self.agents = AgentClient(
-            env.client, task_queue=self.task_queue, sessions_dir=self.sessions_dir, limits=FAST_LIMITS
+            client, task_queue=self.task_queue, sessions_dir=self.sessions_dir, limits=FAST_LIMITS
         )
 
     def worker(self, *options: str) -> AgentcoreProcess:
@@ -53,8 +53,8 @@ class Rig:
 
 
 @pytest.fixture
-async def rig(temporal_env: WorkflowEnvironment, tmp_path: Path) -> Rig:
-    return Rig(temporal_env, tmp_path)
+async def rig(temporal_client: Client, tmp_path: Path) -> Rig:
+    return Rig(temporal_client, tmp_path)
 
 
 def _started(line: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client
 
 from .load import run_load
 
@@ -13,10 +13,8 @@ from .load import run_load
 # A minute of load, then its conversations are drained and checked: 100-105 s on a quiet 2-core
 # machine, too near the suite's 120 s default.
 @pytest.mark.timeout(300)
-async def test_load_with_worker_kills_loses_and_duplicates_nothing(
-    temporal_env: WorkflowEnvironment, tmp_path
-) -> None:  # type: ignore[no-untyped-def]
-    client = temporal_env.client
+async def test_load_with_worker_kills_loses_and_duplicates_nothing(temporal_client: Client, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    client = temporal_client
     report = await run_load(
         client,
         client.service_client.config.target_host,
