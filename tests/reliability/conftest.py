@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,13 @@ from agentcore.protocol import ConversationLimits, DurableState
 from agentcore.search_attributes import SEARCH_ATTRIBUTES
 from agentcore.session import JsonlSessionStorage
 from agentcore.temporal import DATA_CONVERTER, connect, dynamic_config_args, find_temporal_binary
+from agentcore.temporal.payloads import PAYLOADS_SUBDIR, with_payload_store
 from agentcore.testing.scripted import scripted_model
 from agentcore.worker import workflow_runner
 from agentcore.workflows import ConversationWorkflow
+from tests import replay_support
 from tests.durable_support import eventually
+from tests.replay_support import recording_client
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "histories"
@@ -155,6 +158,14 @@ class Rig:
         self.sessions_dir.mkdir(parents=True, exist_ok=True)
         self.log = self.workdir / "executions.log"
         self.log.touch()
+        # Every history this rig's conversations make replays at the end of the test (or, on a
+        # killable server, before it stops): tests/replay_support.py.
+        self.client = recording_client(self.client)
+        replay_support.watch_task_queue(
+            self.client,
+            self.task_queue,
+            with_payload_store(self.client.data_converter, self.sessions_dir / PAYLOADS_SUBDIR),
+        )
         self.agents = AgentClient(
             self.client, task_queue=self.task_queue, sessions_dir=self.sessions_dir, limits=self.limits
         )
@@ -249,14 +260,18 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
             (HISTORIES / f"fault-{name}-{history.run_id[-8:]}.json").write_text(history.to_json())
 
 
-async def history_problems(client: Client, workflow_id: str, *, children: bool = True) -> list[str]:
+async def history_problems(
+    client: Client, workflow_id: str, *, children: bool = True, keep: Path | None = None
+) -> list[str]:
     """What ``assert_histories_sound`` checks, collected instead of raised at the first: every failed
     workflow task (with its failure's message) and every run that does not replay, of every run of
-    ``workflow_id`` and (``children``) of every child workflow those runs started (sub-agents)."""
+    ``workflow_id`` and (``children``) of every child workflow those runs started (sub-agents).
+    ``keep``: a directory to write each history with a problem to (``<workflow id>-<run>.json``)."""
     problems: list[str] = []
     check = replayer()
     for history in await run_histories(client, workflow_id):
         run = f"{workflow_id} run {history.run_id[-8:]}"
+        found = len(problems)
         child_ids: list[str] = []
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
@@ -272,9 +287,12 @@ async def history_problems(client: Client, workflow_id: str, *, children: bool =
             await check.replay_workflow(history)
         except Exception as err:
             problems.append(f"{run}: does not replay: {type(err).__name__}: {str(err)[:300]}")
+        if keep is not None and len(problems) > found:
+            keep.mkdir(parents=True, exist_ok=True)
+            (keep / f"{workflow_id}-{history.run_id[-8:]}.json").write_text(history.to_json())
         if children:
             for child_id in child_ids:
-                problems += await history_problems(client, child_id)
+                problems += await history_problems(client, child_id, keep=keep)
     return problems
 
 
@@ -357,9 +375,13 @@ class ServerProc:
 
 
 @pytest.fixture
-def server_proc(tmp_path: Path) -> Iterator[ServerProc]:
+async def server_proc(tmp_path: Path) -> AsyncIterator[ServerProc]:
     server = ServerProc(tmp_path)
     try:
         yield server
     finally:
-        server.stop()
+        try:
+            if server.process is not None and server.process.poll() is None:
+                await replay_support.check_now()  # while the histories are still there
+        finally:
+            server.stop()

@@ -2,7 +2,7 @@
 
     python -m tests.reliability.worker_proc --address 127.0.0.1:7233 --task-queue q \\
         --sessions DIR --log FILE --ready FILE [--model scripted|provider] [--delay S] [--chunks N]
-        [--mcp-config FILE] [--die-after-local-answer 1] [--approval-tool 1] [--subagent-tool 1]
+        [--mcp-config FILE] [--approval-tool 1] [--subagent-tool 1]
 
 Every tool and every model call appends a line to ``--log`` (``<event> <key> <pid> <attempt>``), so a
 test counts real executions across processes. Besides its own lines, every execution of a tool logs
@@ -39,7 +39,6 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from agentcore import AgentOptions, AgentTool, AgentToolResult, subagent_tool
 from agentcore.events import StreamEvent
@@ -161,23 +160,6 @@ async def _logging_done(
         yield event
 
 
-class DieAfterLocalAnswer(Interceptor):
-    """SIGKILL this process as a local ``llm.stream`` attempt returns an answer (not a handoff):
-    the model has answered, the workflow task the attempt ran in has not completed."""
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _DieAfterLocalAnswer(next)
-
-
-class _DieAfterLocalAnswer(ActivityInboundInterceptor):
-    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        result = await self.next.execute_activity(input)
-        info = activity.info()
-        if info.is_local and info.activity_type == "llm.stream" and not getattr(result, "handoff", True):
-            os.kill(PID, signal.SIGKILL)
-        return result
-
-
 def tear_append_containing(marker: str) -> None:
     """Die (SIGKILL, from inside) halfway through this process's first session-file write whose bytes
     contain ``marker`` (which write that is depends on how the turn ran, so it is chosen by content).
@@ -214,9 +196,6 @@ async def main() -> None:
         "--shipped-defaults", type=int, default=0, help="1: create_worker's own worker options"
     )
     parser.add_argument("--replay-slots", type=int, default=0, help="create_worker's replay_slots (0: none)")
-    parser.add_argument(
-        "--die-after-local-answer", type=int, default=0, help="1: SIGKILL as a local model attempt answers"
-    )
     parser.add_argument(
         "--approval-tool", type=int, default=0, help="1: add approved_op, safe_op awaiting approval"
     )
@@ -267,7 +246,6 @@ async def main() -> None:
         mcp_servers=load_mcp_config(args.mcp_config) if args.mcp_config else (),
         get_api_key=(lambda provider: "sk-loopback") if args.model == "provider" else None,
         replay_slots=args.replay_slots or None,
-        interceptors=[DieAfterLocalAnswer()] if args.die_after_local_answer else [],
         **options,
     )
     async with worker:
