@@ -1,15 +1,14 @@
-"""Do conversations whose local attempts answered a task late replay? A diagnostic for a known
-limit of the Temporal SDK (``docs/versioning.md``, "Known limit: a query during a local attempt").
+"""Do conversations read while they run replay? A diagnostic for issue 49's first cause: a local
+activity's result that a query made come a workflow task late (docs/versioning.md, "No local
+activities, by design").
 
     python -m tests.reliability.late_local_replay                # 100 conversations, 3 turns each
     python -m tests.reliability.late_local_replay --no-queries   # the same without get_state
 
-Each conversation has an event subscriber (the web page's, the terminal chat's) and takes tool turns
-made of local attempts; with queries on, a client calls ``get_state`` while each turn runs. Then
-every history is replayed. Prints how many conversations had a local attempt's result come a
-workflow task late, and how many histories failed to replay (with the first error). A late result
-comes only with a query in flight during the attempt, and a history fails to replay only when an
-Update (the subscriber's next poll) was accepted in the task that took the late result.
+Each conversation has an event subscriber (the web page's, the terminal chat's) and takes tool turns;
+with queries on, a client calls ``get_state`` while each turn runs. Then every history is replayed.
+Prints how many conversations had a local activity's result come a task late (none can now: no
+conversation makes a local activity) and how many histories failed to replay (with the first error).
 """
 
 from __future__ import annotations
