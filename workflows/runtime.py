@@ -185,25 +185,23 @@ class TemporalRuntime:
             compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
         )
         self.model_call, self.model_call_attempt = result_entry_id, 0
-        result = await self._call_remote(activity_input, options.signal)
-        transcript.mark_written(entries)
-        conversation.session_created = True
-        return result, ResultEntry(result.message, result_entry_id)
-
-    async def _call_remote(self, activity_input: StreamInput, signal: AbortSignal | None) -> StreamResult:
-        conversation = self.conversation
-        model = activity_input.model
-        opts = policies.llm_call(conversation.limits)
         handle = _start_cancellable(
-            LLM_ACTIVITY, activity_input, StreamResult, opts, f"llm {model.provider}/{model.id}"
+            LLM_ACTIVITY,
+            activity_input,
+            StreamResult,
+            policies.llm_call(conversation.limits),
+            f"llm {model.provider}/{model.id}",
         )
+        signal = options.signal
         remove = signal.add_listener(handle.cancel) if signal is not None else None
         try:
             result: StreamResult = await handle
-            return result
         finally:
             if remove is not None:
                 remove()
+        transcript.mark_written(entries)
+        conversation.session_created = True
+        return result, ResultEntry(result.message, result_entry_id)
 
     async def run_tool(
         self, tool: AgentTool | ToolSpec, call: ToolCall, signal: AbortSignal, on_update: ToolUpdate

@@ -21,7 +21,6 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Replayer
 
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
@@ -29,11 +28,9 @@ from agentcore.messages import AssistantMessage, Message
 from agentcore.protocol import ConversationLimits, DurableState
 from agentcore.search_attributes import SEARCH_ATTRIBUTES
 from agentcore.session import JsonlSessionStorage
-from agentcore.temporal import DATA_CONVERTER, connect, dynamic_config_args, find_temporal_binary
+from agentcore.temporal import connect, dynamic_config_args, find_temporal_binary
 from agentcore.temporal.payloads import PAYLOADS_SUBDIR, with_payload_store
 from agentcore.testing.scripted import scripted_model
-from agentcore.worker import workflow_runner
-from agentcore.workflows import ConversationWorkflow
 from tests import replay_support
 from tests.durable_support import eventually
 from tests.replay_support import recording_client
@@ -251,7 +248,7 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
     for history in await run_histories(client, workflow_id):
         failed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
         assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
-        await replayer().replay_workflow(history)
+        await replay_support.replayer().replay_workflow(history)
         if os.environ.get("AGENTCORE_RECORD_HISTORIES"):
             # Keep this fault scenario's history for tests/test_replay.py (fault 12):
             # AGENTCORE_RECORD_HISTORIES=1 pytest tests/reliability --run-reliability -k <scenario>
@@ -268,7 +265,7 @@ async def history_problems(
     ``workflow_id`` and (``children``) of every child workflow those runs started (sub-agents).
     ``keep``: a directory to write each history with a problem to (``<workflow id>-<run>.json``)."""
     problems: list[str] = []
-    check = replayer()
+    check = replay_support.replayer()
     for history in await run_histories(client, workflow_id):
         run = f"{workflow_id} run {history.run_id[-8:]}"
         found = len(problems)
@@ -294,14 +291,6 @@ async def history_problems(
             for child_id in child_ids:
                 problems += await history_problems(client, child_id, keep=keep)
     return problems
-
-
-def replayer() -> Replayer:
-    return Replayer(
-        workflows=[ConversationWorkflow],
-        data_converter=DATA_CONVERTER,
-        workflow_runner=workflow_runner(DATA_CONVERTER),
-    )
 
 
 @pytest.fixture
