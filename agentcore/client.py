@@ -52,6 +52,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from .approvals import PendingApproval, undecided_requests
 from .compaction import CompactionSettings
 from .errors import (
+    EVENTS_AHEAD_OF_TASK,
     EXECUTION_ABORTED,
     AgentError,
     AgentNotFoundError,
@@ -153,6 +154,8 @@ PromptInput = str | Message | Sequence[Message]
 RECONNECT_TIMEOUT = timedelta(minutes=2)
 RECONNECT_FIRST_PAUSE = 0.1
 RECONNECT_MAX_PAUSE = 2.0
+# A query refused with EVENTS_AHEAD_OF_TASK is sent again at once, this many times at most.
+QUERY_REFUSALS_RETRIED = 3
 TRANSIENT_RPC_STATUSES = frozenset(
     {
         RPCStatusCode.UNAVAILABLE,
@@ -819,16 +822,25 @@ class DurableAgent:
         result_type: type[T],
         rpc_timeout: timedelta | None = None,
     ) -> T:
-        query = (
-            self.handle.query(name, result_type=result_type, rpc_timeout=rpc_timeout)
-            if arg is None
-            else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
-        )
-        try:
-            result: T = await self.agents._worker_answered(query, self._task_queue, f"{name} has no answer")
-            return result
-        except RPCError as err:
-            raise self._map_rpc(err) from None
+        for attempt in range(QUERY_REFUSALS_RETRIED + 1):
+            query = (
+                self.handle.query(name, result_type=result_type, rpc_timeout=rpc_timeout)
+                if arg is None
+                else self.handle.query(name, arg, result_type=result_type, rpc_timeout=rpc_timeout)
+            )
+            try:
+                result: T = await self.agents._worker_answered(
+                    query, self._task_queue, f"{name} has no answer"
+                )
+                return result
+            except RPCError as err:
+                raise self._map_rpc(err) from None
+            except WorkflowQueryFailedError as err:
+                # Refused once, changing nothing: it came with history events ahead of their workflow
+                # task (``workflows/task_guard.py``). Sent again, it waits for that task.
+                if EVENTS_AHEAD_OF_TASK not in str(err) or attempt == QUERY_REFUSALS_RETRIED:
+                    raise
+        raise AssertionError("unreachable")
 
     def _map_rpc(self, err: RPCError) -> Exception:
         if err.status == RPCStatusCode.NOT_FOUND:

@@ -6,7 +6,10 @@ reaches history; handlers only change state, the main loop in ``conversation.py`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from temporalio import workflow
+from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from agentcore import errors
@@ -335,6 +338,15 @@ class CommandHandlers(ConversationState):
     @workflow.signal(name="activity_events")
     def activity_events(self, batch: ActivityEvents) -> None:
         self._add_activity_events(batch)
+
+    @workflow.update(dynamic=True)
+    def unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        raise _refuse(errors.VALIDATION_ERROR, f"no update named {name!r}")
+
+    @unknown_update.validator
+    def _validate_unknown_update(self, name: str, args: Sequence[RawValue]) -> None:
+        # Refused here, not by the SDK: the refusal is one the task guard sees (``task_guard.py``).
+        raise _refuse(errors.VALIDATION_ERROR, f"no update named {name!r}")
 
     @workflow.query(name="get_state")
     def get_state(self) -> DurableState:

@@ -69,6 +69,7 @@ from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .schedules import ScheduleHandlers
 from .state import _failure
 from .subagents import SUBAGENT_ABORT_REASON, ParentProgress, SubagentHandlers
+from .task_guard import TaskGuard
 from .tree import TreeHandlers
 from .wakeups import WakeupHandlers
 
@@ -85,6 +86,7 @@ class ConversationWorkflow(
 ):
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
+        self.task_guard = TaskGuard()  # ``task_guard.py``: watching from the run's first step
         self.stream = WorkflowStream(prior_state=stream_state)
         self.events = self.stream.topic(EVENTS_TOPIC)
         carried = stream_state.log if stream_state is not None else []
@@ -169,6 +171,8 @@ class ConversationWorkflow(
     async def run(
         self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None
     ) -> AgentToolResult | None:
+        # First: no activation of this run may act on events ahead of their workflow task.
+        self._task_guard_watch = asyncio.create_task(self.task_guard.watch(), name="task guard")
         if inp.subagent is not None:
             return await self.serve_as_subagent(inp)
         await self.serve(inp)

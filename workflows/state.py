@@ -76,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.wakeups import Wakeup
 
 from . import policies
+from .task_guard import TaskGuard
 
 SEEN_IDS_KEPT = 2_000
 DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in histories
@@ -132,6 +133,7 @@ def _refuse(code: str, message: str) -> ApplicationError:
 class ConversationState:
     """What a conversation holds between events. ``ConversationWorkflow.__init__`` sets every field."""
 
+    task_guard: TaskGuard
     stream: WorkflowStream
     events: Any
     session_id: str

@@ -42,11 +42,11 @@ from typing import Any, TypeVar
 
 import orjson
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from agentcore.client import TRANSIENT_RPC_STATUSES, DurableAgent
-from agentcore.errors import NoWorkerError
+from agentcore.errors import EVENTS_AHEAD_OF_TASK, NoWorkerError
 from agentcore.events import AgentEvent
 from agentcore.messages import AssistantMessage, Message, UserMessage
 from agentcore.protocol import DurableState
@@ -224,6 +224,10 @@ def _is_transient(err: BaseException, *, timeouts: bool = True) -> str | None:
         return "no worker"
     if isinstance(err, RPCError) and err.status in TRANSIENT_RPC_STATUSES:
         return err.status.name if err.status else "rpc"
+    if isinstance(err, WorkflowQueryFailedError) and EVENTS_AHEAD_OF_TASK in str(err):
+        # The Web UI's own queries (agentcore's client sends a refused one again by itself): the
+        # query came with history events ahead of their workflow task (``workflows/task_guard.py``).
+        return "events ahead of their task"
     return None
 
 
