@@ -601,6 +601,8 @@ def _unanswered(requests: list[PendingApproval], messages: list[Message]) -> lis
 
 # How long an update keeps being resent while the server refuses it for a failed workflow task.
 UPDATE_REFUSED_RETRY_SECONDS = 60.0
+# The server's refusal of an update whose workflow task completed without a word on it: sent again.
+UNPROCESSED_UPDATE = "UnprocessedUpdate"
 
 
 def _refusals_waited(timeout: float | None) -> float | None:
@@ -750,6 +752,12 @@ class DurableAgent:
                 return result
             except WorkflowUpdateFailedError as err:
                 cause = err.cause
+                if isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE:
+                    # The server gave it to a workflow task whose worker never saw it (the SDK had
+                    # taken that task's events from a query task just before): nothing was applied.
+                    if time.monotonic() > deadline:
+                        raise AgentError(f"{name}: {cause.message}", code="UPDATE_FAILED") from None
+                    continue
                 if isinstance(cause, ApplicationError):
                     # Refused by a run continuing as new: the next run takes it (same request id).
                     if cause.type == ROLLING_OVER and time.monotonic() - sent > UPDATE_REFUSED_RETRY_SECONDS:
@@ -1212,6 +1220,11 @@ class DurableAgent:
                     offset = item.offset + 1
                     yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
                 return
+            except WorkflowUpdateFailedError as err:
+                # A poll the server gave to a workflow task whose worker never saw it (``_update``):
+                # polled again from the same offset.
+                if getattr(err.cause, "type", None) != UNPROCESSED_UPDATE:
+                    raise
             except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
                 if isinstance(err, RPCError) and err.status not in TRANSIENT_RPC_STATUSES:
                     raise

@@ -35,7 +35,7 @@ from agentcore.temporal.plugin import conversation_activities, workflow_runner
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from agentcore.tools import ToolRegistry
 from agentcore.workflows import ConversationWorkflow
-from agentcore.workflows.task_guard import RefusalsSeen
+from agentcore.workflows.task_guard import TaskGuardInterceptor
 from tests.durable_support import FAST_LIMITS, running_worker
 from tests.replay_support import watch_worker
 
@@ -70,7 +70,7 @@ def _workflow_worker(client: Client, task_queue: str) -> Worker:
         task_queue=task_queue,
         workflows=[ConversationWorkflow],
         workflow_runner=workflow_runner(client.data_converter),
-        interceptors=[RefusalsSeen()],
+        interceptors=[TaskGuardInterceptor()],
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
     )
     watch_worker(worker)

@@ -14,15 +14,21 @@ nothing new the SDK completes it without waking the run), so the run must never 
 activation.
 
 ``TaskGuard`` recognizes one: the history's length moved, its size did not. The size
-(``get_current_history_size``) is the one ``WorkflowTaskStarted`` carries and changes with every
-such event, which a run's every new history event comes with, except in this case. The guard then
-raises ``EventsAheadOfTask``, which is no workflow failure (not an ``ApplicationError``): the
-activation fails, so the SDK drops the run from its cache and fails that one query; the query is
-retried (agentcore's client does so itself), and the workflow task replays the history, the way
-replay will. Nothing is written to history: it was a query task, not a workflow task.
+(``get_current_history_size``) comes with ``WorkflowTaskStarted`` and grows from one to the next; a
+live activation that applies events applies its task's ``WorkflowTaskStarted`` with them, except
+this one. The guard then raises ``EventsAheadOfTask``, which is no workflow failure (not an
+``ApplicationError``): the activation fails, so the SDK drops the run from its cache and fails that
+one query; the query is sent again (agentcore's client does so itself), and the workflow task
+replays the history, as any replay will. Nothing is written to history: it was a query task, not a
+workflow task.
 
-The guard looks at every activation that wakes the run (a condition is checked after each), is
-never true, and is installed before anything else in the run.
+One more case: a workflow task whose only work was to refuse updates is dropped from history by the
+server, but the run keeps the size that task's ``WorkflowTaskStarted`` carried and, when the next
+events are as many as that task's two, its history length too. ``TaskGuardInterceptor`` (the
+worker's interceptor, installed by ``AgentcorePlugin``) tells the guard of every refusal, so the
+next activation is compared with that task, and of every signal, which in one task always comes
+before a refusal. The guard looks at every activation that wakes the run
+(a condition is checked after each), is never true, and is installed before anything else in the run.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.worker import (
+    HandleSignalInput,
     HandleUpdateInput,
     Interceptor,
     WorkflowInboundInterceptor,
@@ -51,13 +58,19 @@ class TaskGuard:
 
     def __init__(self) -> None:
         self._seen: tuple[int, int] | None = None  # (history size, history length) last seen
+        # Where an update was refused since the guard last looked (``refused``).
+        self._refused_at: tuple[int, int] | None = None
+
+    @staticmethod
+    def _now() -> tuple[int, int]:
+        info = workflow.info()
+        return info.get_current_history_size(), info.get_current_history_length()
 
     def _check(self) -> bool:
         """A condition that is never true; raises in an activation that applies events ahead of their
         workflow task."""
-        info = workflow.info()
-        size, length = info.get_current_history_size(), info.get_current_history_length()
-        seen, self._seen = self._seen, (size, length)
+        (size, length), seen = self._now(), self._seen
+        self._seen, self._refused_at = (size, length), None
         if (
             seen is not None
             and size  # a server that reports no size: nothing to compare
@@ -72,36 +85,59 @@ class TaskGuard:
         return False
 
     def refused(self) -> None:
-        """An update was refused in this activation (``RefusalsSeen``). When that was all the workflow
-        task did, the server drops the task from history, but the run keeps the size its
-        ``WorkflowTaskStarted`` carried: the next activation is compared with this one."""
-        info = workflow.info()
-        self._seen = (info.get_current_history_size(), info.get_current_history_length())
+        """An update was refused in this activation. When that was all the workflow task did, the server
+        drops the task from history, but the run keeps the size its ``WorkflowTaskStarted`` carried: the
+        next activation is compared with this one."""
+        self._seen = self._refused_at = self._now()
+
+    def signaled(self) -> None:
+        """A signal is about to be handled. A signal that comes after a refusal in one workflow task
+        comes before it (its event precedes the update's message), so one that comes after it with
+        the same history length and size came in the next activation: in a query task (a task that
+        only refused was dropped, and its length was reused), ahead of its workflow task."""
+        if (
+            self._refused_at is not None
+            and self._now() == self._refused_at
+            and not workflow.unsafe.is_replaying()
+        ):
+            raise EventsAheadOfTask(
+                f"{EVENTS_AHEAD_OF_TASK}: a signal came in a query task ahead of its workflow task; the "
+                "run leaves the cache and the query is retried"
+            )
 
     async def watch(self) -> None:
         """Look at every activation of the run, for as long as it lasts."""
         await workflow.wait_condition(self._check)
 
 
-class RefusalsSeen(Interceptor):
-    """Tells a workflow's ``task_guard`` (when it has one) about every update its validators refuse
-    (the worker's interceptor: ``AgentcorePlugin`` installs it)."""
+class TaskGuardInterceptor(Interceptor):
+    """Tells a workflow's ``task_guard`` (when it has one) of every update its validators refuse and
+    every signal it takes (the worker's interceptor: ``AgentcorePlugin`` installs it)."""
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
     ) -> type[WorkflowInboundInterceptor] | None:
-        return _RefusalsSeenInbound
+        return _TaskGuardInbound
 
 
-class _RefusalsSeenInbound(WorkflowInboundInterceptor):
+def _guard() -> TaskGuard | None:
+    guard: Any = getattr(workflow.instance(), "task_guard", None)
+    return guard if isinstance(guard, TaskGuard) else None
+
+
+class _TaskGuardInbound(WorkflowInboundInterceptor):
     def handle_update_validator(self, input: HandleUpdateInput) -> None:
         try:
             super().handle_update_validator(input)
         except BaseException:
-            guard: Any = getattr(workflow.instance(), "task_guard", None)
-            if isinstance(guard, TaskGuard):
+            if (guard := _guard()) is not None:
                 guard.refused()
             raise
 
+    async def handle_signal(self, input: HandleSignalInput) -> None:
+        if (guard := _guard()) is not None:
+            guard.signaled()
+        await super().handle_signal(input)
 
-__all__ = ["EventsAheadOfTask", "RefusalsSeen", "TaskGuard"]
+
+__all__ = ["EventsAheadOfTask", "TaskGuard", "TaskGuardInterceptor"]

@@ -40,7 +40,7 @@ from ..state import GetApiKey
 from ..tools import AgentTool, ToolRegistry
 from ..workflows import ConversationWorkflow, ScheduledMessageWorkflow
 from ..workflows.policies import HEARTBEAT_THROTTLE
-from ..workflows.task_guard import RefusalsSeen
+from ..workflows.task_guard import TaskGuardInterceptor
 from . import tracing
 from .codec import EncryptionCodec, codec_from_env, parse_key
 from .connect import DATA_CONVERTER
@@ -238,7 +238,7 @@ class AgentcorePlugin(SimplePlugin):
         config["interceptors"] = [
             *config.get("interceptors", ()),
             *observability_interceptors(client, self.metrics),
-            RefusalsSeen(),  # a conversation's refused updates, for its task guard
+            TaskGuardInterceptor(),  # a conversation's refused updates, for its task guard
         ]
         # An abort reaches a running model or tool call through its next heartbeat's answer: the
         # SDK's throttle (up to 30-60 s) would hold it that long. Left alone when the worker sets its own.
