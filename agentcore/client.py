@@ -755,10 +755,13 @@ class DurableAgent:
                 if isinstance(cause, ApplicationError) and cause.type == UNPROCESSED_UPDATE:
                     # The server gave it to a workflow task whose worker never saw it (the SDK had
                     # taken that task's events from a query task just before): nothing was applied.
+                    # Sent again at once, then after 0.2 s, ...
                     if time.monotonic() > deadline:
                         raise AgentError(f"{name}: {cause.message}", code="UPDATE_FAILED") from None
-                    continue
-                if isinstance(cause, ApplicationError):
+                    if not resent:
+                        resent = True
+                        continue
+                elif isinstance(cause, ApplicationError):
                     # Refused by a run continuing as new: the next run takes it (same request id).
                     if cause.type == ROLLING_OVER and time.monotonic() - sent > UPDATE_REFUSED_RETRY_SECONDS:
                         # A wait that went on (``run``, ``wait_for_idle``) until the roll-over:
@@ -1220,12 +1223,14 @@ class DurableAgent:
                     offset = item.offset + 1
                     yield item.offset, AGENT_EVENT_ADAPTER.validate_python(item.data)
                 return
-            except WorkflowUpdateFailedError as err:
-                # A poll the server gave to a workflow task whose worker never saw it (``_update``):
-                # polled again from the same offset.
-                if getattr(err.cause, "type", None) != UNPROCESSED_UPDATE:
+            except (WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
+                # A poll refused as UNPROCESSED_UPDATE went to a workflow task whose worker never saw
+                # it (``_update``): polled again from the same offset, as after a transient failure.
+                if (
+                    isinstance(err, WorkflowUpdateFailedError)
+                    and getattr(err.cause, "type", None) != UNPROCESSED_UPDATE
+                ):
                     raise
-            except (WorkflowUpdateRPCTimeoutOrCancelledError, RPCError) as err:
                 if isinstance(err, RPCError) and err.status not in TRANSIENT_RPC_STATUSES:
                     raise
                 now = time.monotonic()
