@@ -62,14 +62,15 @@ class TaskGuard:
         self._refused_at: tuple[int, int] | None = None
 
     @staticmethod
-    def _now() -> tuple[int, int]:
+    def _position() -> tuple[int, int]:
+        """This activation's history size and length."""
         info = workflow.info()
         return info.get_current_history_size(), info.get_current_history_length()
 
     def _check(self) -> bool:
         """A condition that is never true; raises in an activation that applies events ahead of their
         workflow task."""
-        (size, length), seen = self._now(), self._seen
+        (size, length), seen = self._position(), self._seen
         self._seen, self._refused_at = (size, length), None
         if (
             seen is not None
@@ -88,7 +89,7 @@ class TaskGuard:
         """An update was refused in this activation. When that was all the workflow task did, the server
         drops the task from history, but the run keeps the size its ``WorkflowTaskStarted`` carried: the
         next activation is compared with this one."""
-        self._seen = self._refused_at = self._now()
+        self._seen = self._refused_at = self._position()
 
     def signaled(self) -> None:
         """A signal is about to be handled. A signal that comes after a refusal in one workflow task
@@ -97,7 +98,7 @@ class TaskGuard:
         only refused was dropped, and its length was reused), ahead of its workflow task."""
         if (
             self._refused_at is not None
-            and self._now() == self._refused_at
+            and self._position() == self._refused_at
             and not workflow.unsafe.is_replaying()
         ):
             raise EventsAheadOfTask(
