@@ -26,7 +26,6 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -43,16 +42,11 @@ from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import AbortSignal, LlmContext, StreamFn, StreamOptions
 from agentcore.session import JsonlSessionStorage, MessageEntry
 from agentcore.state import GetApiKey
+from agentcore.temporal.observe import model_context_seen
 from agentcore.tools import ToolRegistry
 
 from .events import ActivityEventPublisher
 from .session import KEPT_SESSIONS, SessionStore, heartbeating, retrieve_exception
-
-# Set by whoever observes the call (``agentcore.temporal.observe``, for a span's captured input):
-# called with the context the model is about to be sent, rebuilt from the session file.
-model_context_seen: ContextVar[Callable[[LlmContext], None] | None] = ContextVar(
-    "agentcore_model_context_seen", default=None
-)
 
 T = TypeVar("T")
 

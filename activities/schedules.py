@@ -29,7 +29,7 @@ from agentcore.schedules import (
     ScheduledMessageInput,
 )
 from agentcore.search_attributes import AGENT_SESSION_ID
-from agentcore.temporal.connect import search_attribute_keys
+from agentcore.temporal.search_attributes import search_attribute_keys
 
 
 @activity.defn(name="schedules.create")  # don't rename: recorded in histories

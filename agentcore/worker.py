@@ -25,16 +25,16 @@ from temporalio.client import Client
 from temporalio.worker import FixedSizeSlotSupplier, Worker, WorkerTuner
 
 from agentcore.logs import setup_logging
-from agentcore.runtime import StreamFn
-from agentcore.state import GetApiKey
-from agentcore.temporal import DevServer
-from agentcore.temporal.metrics import AgentMetrics, MetricsServer
-from agentcore.temporal.plugin import (
+from agentcore.plugin import (
     AgentcorePlugin,
     observability_interceptors,
     plugin_of,
     workflow_runner,
 )
+from agentcore.runtime import StreamFn
+from agentcore.state import GetApiKey
+from agentcore.temporal.devserver import DevServer
+from agentcore.temporal.metrics import AgentMetrics, MetricsServer
 from agentcore.temporal.slots import WORKFLOW_TASK_SLOTS, ReplayBoundedSlots
 from agentcore.tools import AgentTool
 
@@ -75,7 +75,7 @@ def create_worker(
 ) -> AgentWorker:
     """A ``temporalio.worker.Worker`` (an ``AgentWorker``) serving conversations on ``task_queue``.
 
-    ``AgentcorePlugin`` (``agentcore.temporal.plugin``) does the registering: the client's own
+    ``AgentcorePlugin`` (``agentcore.plugin``) does the registering: the client's own
     plugin when it was connected with one (then the plugin holds the tools and the sessions
     directory, and the arguments here that it takes must be left out), or else one made from the
     arguments here, which mean what they mean there. This adds agentcore's tuning of the worker and

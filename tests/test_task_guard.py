@@ -32,7 +32,7 @@ from agentcore.activities import SessionStore
 from agentcore.client import AgentClient
 from agentcore.errors import EVENTS_AHEAD_OF_TASK
 from agentcore.messages import AssistantMessage
-from agentcore.temporal.plugin import conversation_activities, workflow_runner
+from agentcore.plugin import conversation_activities, workflow_runner
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
 from agentcore.tools import ToolRegistry
 from agentcore.workflows import ConversationWorkflow

@@ -444,7 +444,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, create_tracer_provider
 from agentcore.temporal import connect
-from agentcore.temporal.plugin import observability_interceptors
+from agentcore.plugin import observability_interceptors
 
 exporter = InMemorySpanExporter()
 provider = create_tracer_provider()

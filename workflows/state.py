@@ -70,7 +70,7 @@ with workflow.unsafe.imports_passed_through():
         ThinkingLevelChangeEntry,
     )
     from agentcore.session.stats import SessionStats
-    from agentcore.temporal.connect import search_attribute_keys
+    from agentcore.temporal.search_attributes import search_attribute_keys
     from agentcore.tools import AgentToolResult, ToolSpec
     from agentcore.transcript import Transcript, newest_within
     from agentcore.wakeups import Wakeup

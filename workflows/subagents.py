@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
     from agentcore.session.branching import PARENT_SESSION_METADATA_KEY
     from agentcore.subagents import depth_limit, depth_refusal, subagent_progress, subagent_session_id
-    from agentcore.temporal.connect import search_attribute_keys
+    from agentcore.temporal.search_attributes import search_attribute_keys
     from agentcore.tool_exec import error_result
     from agentcore.tools import AgentToolResult, ToolSpec
 

@@ -1,4 +1,11 @@
-"""Temporal glue used by the client and the worker (the rest of ``agentcore`` imports no Temporal)."""
+"""Temporal glue used by the client and the worker (the rest of ``agentcore`` imports no Temporal).
+
+A layer below ``workflows/`` and ``activities/``: nothing here imports them. ``AgentcorePlugin`` lives
+above them (``agentcore.plugin``, beside ``agentcore.worker``) and is named here too, where its users
+have always imported it: the one import from this layer upward, made when the name is asked for.
+The embedded dev server (``DevServer`` and its helpers) also loads on first use: a process that only
+connects never imports it.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +19,12 @@ from .connect import (
     default_data_converter,
     ensure_data_converter,
     load_connect_config,
-    search_attribute_keys,
 )
-from .devserver import DevServer, dynamic_config_args, find_temporal_binary
+from .search_attributes import search_attribute_keys
 
 if TYPE_CHECKING:
-    from .plugin import AgentcorePlugin
+    from ..plugin import AgentcorePlugin
+    from .devserver import DevServer, dynamic_config_args, find_temporal_binary
 
 __all__ = [
     "AgentcorePlugin",
@@ -36,10 +43,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # The plugin brings the workflow and its activities: imported when asked for, so a process that
-    # only connects (the CLI, a web app) does not load them.
     if name == "AgentcorePlugin":
-        from .plugin import AgentcorePlugin
+        from ..plugin import AgentcorePlugin  # the one import upward (see above)
 
         return AgentcorePlugin
+    if name in ("DevServer", "dynamic_config_args", "find_temporal_binary"):
+        from . import devserver
+
+        return getattr(devserver, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

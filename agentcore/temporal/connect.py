@@ -5,21 +5,19 @@ payloads need."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
 from temporalio.client import Client, KeepAliveConfig
-from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import CompositePayloadConverter, DataConverter, SerializationContext
 from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
-from ..search_attributes import SEARCH_ATTRIBUTES
 from .codec import EncryptedPayloadConverter
 from .payloads import with_payload_store
+from .search_attributes import search_attribute_keys as search_attribute_keys  # its old home
 
 
 class AgentcorePayloadConverter(PydanticPayloadConverter):
@@ -233,12 +231,3 @@ def ensure_data_converter(client: Client, payloads_dir: str | Path | None = None
     config = client.config()
     config["data_converter"] = converter
     return Client(**config)
-
-
-def search_attribute_keys() -> dict[str, SearchAttributeKey[Any]]:
-    makers: dict[str, Callable[[str], SearchAttributeKey[Any]]] = {
-        "Keyword": SearchAttributeKey.for_keyword,
-        "Int": SearchAttributeKey.for_int,
-        "Double": SearchAttributeKey.for_float,
-    }
-    return {name: makers[kind](name) for name, kind in SEARCH_ATTRIBUTES.items()}

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -38,7 +39,6 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from ..activities.llm import model_context_seen
 from ..errors import EXECUTION_ABORTED
 from ..messages import AssistantMessage, TextContent
 from ..protocol import StreamInput, StreamResult, ToolCallInput
@@ -49,6 +49,13 @@ from .metrics import AgentMetrics
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanKind, Tracer
+
+# Set around a ``llm.stream`` call by ``AgentObserver`` (for a span's captured input) and called by the
+# activity with the context the model is about to be sent, rebuilt from the session file. It lives
+# here, below the activities, so the activity reads it without this module importing the activities.
+model_context_seen: ContextVar[Callable[[LlmContext], None] | None] = ContextVar(
+    "agentcore_model_context_seen", default=None
+)
 
 MODEL_CALL_ACTIVITY = "llm.stream"
 TOOL_CALL_ACTIVITY = "tools.execute"

@@ -32,25 +32,25 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Interceptor, ReplayerConfig, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from ..activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
-from ..activities.compaction import BranchActivities, CompactionActivities
-from ..activities.schedules import create_schedule, delete_schedules
-from ..runtime import StreamFn
-from ..state import GetApiKey
-from ..tools import AgentTool, ToolRegistry
-from ..workflows import ConversationWorkflow, ScheduledMessageWorkflow
-from ..workflows.policies import HEARTBEAT_THROTTLE
-from ..workflows.task_guard import TaskGuardInterceptor
-from . import tracing
-from .codec import EncryptionCodec, codec_from_env, parse_key
-from .connect import DATA_CONVERTER
-from .metrics import AgentMetrics, MetricsServer
-from .observe import AgentObserver
-from .payloads import PAYLOADS_SUBDIR, with_payload_store
-from .runner import ContextFreeSandboxedRunner, is_context_free
+from .activities import LlmActivities, SessionActivities, SessionStore, ToolActivities
+from .activities.compaction import BranchActivities, CompactionActivities
+from .activities.schedules import create_schedule, delete_schedules
+from .runtime import StreamFn
+from .state import GetApiKey
+from .temporal import tracing
+from .temporal.codec import EncryptionCodec, codec_from_env, parse_key
+from .temporal.connect import DATA_CONVERTER
+from .temporal.metrics import AgentMetrics, MetricsServer
+from .temporal.observe import AgentObserver
+from .temporal.payloads import PAYLOADS_SUBDIR, with_payload_store
+from .temporal.runner import ContextFreeSandboxedRunner, is_context_free
+from .tools import AgentTool, ToolRegistry
+from .workflows import ConversationWorkflow, ScheduledMessageWorkflow
+from .workflows.policies import HEARTBEAT_THROTTLE
+from .workflows.task_guard import TaskGuardInterceptor
 
 if TYPE_CHECKING:
-    from ..mcp import MCPServerSpec, MCPToolset
+    from .mcp import MCPServerSpec, MCPToolset
 
 __all__ = ["AgentcorePlugin", "PASSTHROUGH_MODULES", "conversation_activities", "workflow_runner"]
 
@@ -190,7 +190,7 @@ class AgentcorePlugin(SimplePlugin):
         self.registry = ToolRegistry(list(tools))
         self.mcp: MCPToolset | None = None
         if mcp_servers:
-            from ..mcp import MCPToolset  # the optional extra: agentcore[mcp]
+            from .mcp import MCPToolset  # the optional extra: agentcore[mcp]
 
             self.mcp = MCPToolset(mcp_servers, self.registry)
         self.conversation_activities = conversation_activities(
