@@ -12,7 +12,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from agentcore.cli.dev import DEMO_TOOL_NAMES, demo_model
+from agentcore.cli.common import DEMO_TOOL_NAMES, demo_model
 from agentcore.client import AgentClient, DurableAgent
 from agentcore.demo import DEMO_SYSTEM_PROMPT, demo_tools
 from agentcore.demo.script import sommelier_responder

@@ -37,7 +37,7 @@ import pytest
 from temporalio.client import Client
 
 from agentcore.cli import build_parser
-from agentcore.cli.dev import choose_model
+from agentcore.cli.common import choose_model
 from tests.cli_support import AGENTCORE, demo_deployment
 from tests.replay_support import watch_task_queue
 

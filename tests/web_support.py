@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from agentcore import AgentTool, AgentToolResult
-from agentcore.cli.dev import DEMO_TOOL_NAMES
+from agentcore.cli.common import DEMO_TOOL_NAMES
 from agentcore.client import AgentClient, DurableAgent
 from agentcore.demo import DEMO_SYSTEM_PROMPT, demo_tools
 from agentcore.demo.script import sommelier_responder

@@ -31,101 +31,18 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentError, AgentNotFoundError, NamespaceNotFoundError
 from ..logs import cli_logger, setup_logging
+from .common import (
+    EXIT_NOT_FOUND,
+    EXIT_REFUSED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    connect_or_fail,
+    connection_settings,
+)
 from .parser import CliError, build_parser
-
-# Temporal, pydantic and httpx load when a command runs, not to parse its flags or print help.
-if TYPE_CHECKING:
-    from temporalio.client import Client
-
-    from ..temporal.connect import ConnectionSettings
-
-EXIT_REFUSED = 1
-EXIT_USAGE = 2  # argparse's own
-EXIT_NOT_FOUND = 3
-EXIT_UNREACHABLE = 69  # sysexits.h EX_UNAVAILABLE: the service is not there
-
-
-def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
-    """The connection flags given; what they leave out comes from ``temporalio.envconfig``."""
-    from ..temporal.connect import ConnectionSettings
-
-    return ConnectionSettings(
-        address=args.address,
-        namespace=args.namespace,
-        api_key=args.api_key,
-        tls=args.tls,
-        tls_ca_cert=args.tls_ca_cert,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        tls_server_name=args.tls_server_name,
-        profile=args.profile,
-        config_file=args.config_file,
-        grpc_meta=tuple(_grpc_meta(args.grpc_meta or ())),
-    )
-
-
-def _grpc_meta(values: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for value in values:
-        key, equals, text = value.partition("=")
-        if not equals or not key.strip():
-            raise CliError(f"--grpc-meta takes KEY=VALUE, not {value!r}", exit_code=EXIT_USAGE)
-        pairs.append((key.strip(), text))
-    return pairs
-
-
-async def connect_or_fail(args: argparse.Namespace, **client_options: Any) -> Client:
-    """A client for the flags and environment, or ``CliError`` (exit 2) saying in one line why not."""
-    import asyncio
-
-    from temporalio.service import RPCError
-
-    from ..temporal import TemporalConfigError, connect, load_connect_config
-
-    settings = connection_settings(args)
-    try:
-        target = load_connect_config(settings)["target_host"]
-        return await asyncio.wait_for(connect(settings=settings, **client_options), timeout=15)
-    except TemporalConfigError as err:
-        raise CliError(str(err), exit_code=EXIT_USAGE) from None
-    except (RuntimeError, TimeoutError, RPCError) as err:
-        raise CliError(
-            f"cannot reach Temporal at {target} ({connect_failure(err)})", exit_code=EXIT_UNREACHABLE
-        ) from None
-
-
-def connect_failure(err: BaseException) -> str:
-    """Why a connection failed, in a few words: the SDK's message names the cause deep in a chain
-    ("Failed client connect: ... invalid peer certificate: UnknownIssuer")."""
-    if isinstance(err, TimeoutError):
-        return "timed out"
-    if not isinstance(err, RuntimeError):
-        return type(err).__name__
-    text = " ".join(str(err).split())
-    for marker, reason in (
-        ("ConnectionRefused", "connection refused"),
-        ("Connection refused", "connection refused"),
-        ("dns error", "dns error: the host name does not resolve"),
-        ("failed to lookup address", "dns error: the host name does not resolve"),
-        ("HostUnreachable", "host unreachable"),
-        ("NetworkUnreachable", "network unreachable"),
-        ("ConnectionReset", "connection reset"),
-        ("timed out", "timed out"),
-        ("invalid peer certificate", "TLS: the server's certificate is not trusted"),
-        ("UnknownIssuer", "TLS: the server's certificate is not trusted"),
-        ("NotValidForName", "TLS: the server's certificate does not name this host"),
-        ("CertificateRequired", "TLS: the server requires a client certificate"),
-        ("InvalidContentType", "TLS: the server does not speak TLS"),
-        ("Unauthenticated", "the server refused the credentials"),
-        ("PermissionDenied", "the server refused the credentials"),
-    ):
-        if marker in text:
-            return reason
-    return text.split(":", 1)[0]
 
 
 def _coded(err: AgentError) -> str:

@@ -16,7 +16,7 @@ import orjson
 from ..errors import AgentNotFoundError, ValidationError
 from ..logs import cli_logger
 from ..search_attributes import AWAITING_APPROVAL
-from .commands import agents_for, attached
+from .common import agents_for, attached
 from .render import format_arguments, format_table
 
 

@@ -10,29 +10,14 @@ from pathlib import Path
 
 import orjson
 
-from ..client import AgentClient, DurableAgent, SessionSummary
+from ..client import DurableAgent, SessionSummary
 from ..errors import AgentError
 from ..logs import cli_logger
 from ..session import JsonlSessionStorage
+from .common import agents_for, attached, default_sessions_dir
 from .export import session_to_markdown
 from .parser import CliError
 from .render import EventPrinter, format_state, format_table
-
-
-def default_sessions_dir(args: argparse.Namespace) -> Path:
-    return Path(args.sessions_dir) if args.sessions_dir else Path(args.data_dir) / "sessions"
-
-
-async def agents_for(args: argparse.Namespace) -> AgentClient:
-    from . import connect_or_fail
-
-    client = await connect_or_fail(args)
-    return AgentClient(client, task_queue=args.task_queue, sessions_dir=default_sessions_dir(args))
-
-
-async def attached(args: argparse.Namespace) -> DurableAgent:
-    agents = await agents_for(args)
-    return await agents.attach(args.session)
 
 
 async def _follow_run(agent: DurableAgent, start: int) -> None:
@@ -237,7 +222,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 async def cmd_chat(args: argparse.Namespace) -> int:
     from .chat import ChatSession, ScriptedLines, line_source, pretty_output
-    from .dev import attach_or_start, choose_model
+    from .common import attach_or_start, choose_model
 
     agents = await agents_for(args)
     session_id = args.session or time.strftime("chat-%Y%m%d-%H%M%S")

@@ -23,75 +23,25 @@ from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 
-from ..client import AgentClient, DurableAgent
-from ..demo import DEMO_SYSTEM_PROMPT, demo_tools
+from ..client import AgentClient
+from ..demo import demo_tools
 from ..demo.script import DEMO_QUESTIONS, sommelier_responder
-from ..errors import AgentNotFoundError
-from ..logs import cli_logger
 from ..model import Model
-from ..providers import get_model
-from ..providers.catalog import UnknownModelError
-from ..state import AgentOptions
 from ..testing.loopback import LoopbackServer
 from ..tools import AgentTool
-from .parser import DEFAULT_DEMO_PORT, CliError
+from .common import (
+    DEMO_TOOL_NAMES,
+    attach_or_start,
+    choose_model,
+    demo_model,
+    needs_demo_server,
+    progress,
+)
+from .parser import CliError
 
 if TYPE_CHECKING:
     from ..mcp import MCPServerSpec
     from ..web import RunningWebServer
-
-DEMO_MODEL_ID = "cellar-demo"
-DEMO_TOOL_NAMES = ("search_wines", "wine_details", "update_stock", "cellar_summary", "calculator", "clock")
-
-
-def demo_model(port: int) -> Model:
-    """The offline demo's model: the sommelier script behind the loopback OpenAI-compatible server."""
-    return Model(
-        id=DEMO_MODEL_ID,
-        name="Cellar demo (offline, scripted)",
-        provider="demo",
-        api="openai-completions",
-        base_url=f"http://127.0.0.1:{port}/v1",
-    )
-
-
-def demo_port() -> int:
-    return int(os.environ.get("AGENTCORE_DEMO_PORT", DEFAULT_DEMO_PORT))
-
-
-def choose_model(spec: str | None, base_url: str | None, port: int) -> Model:
-    """``--model``: ``demo``, ``provider/model-id`` from the catalog, or any OpenAI-compatible model.
-
-    Without ``--model``: Anthropic if ``ANTHROPIC_API_KEY`` is set, else OpenAI if ``OPENAI_API_KEY``
-    is, else the offline demo model."""
-    if spec is None:
-        if os.environ.get("ANTHROPIC_API_KEY"):
-            spec = "anthropic/claude-sonnet-4-5"
-        elif os.environ.get("OPENAI_API_KEY"):
-            spec = "openai/gpt-4o-mini"
-        else:
-            spec = "demo"
-    if spec == "demo":
-        return demo_model(port)
-    provider, _, model_id = spec.partition("/")
-    if not model_id:
-        raise ValueError(f"--model takes 'demo' or 'provider/model-id', not {spec!r}")
-    try:
-        model = get_model(provider, model_id)
-    except UnknownModelError:
-        api = "anthropic-messages" if provider == "anthropic" else "openai-completions"
-        model = Model(id=model_id, provider=provider, api=api)
-    if base_url:
-        model = model.model_copy(update={"base_url": base_url})
-    return model
-
-
-def needs_demo_server(model: Model) -> bool:
-    return model.provider == "demo"
-
-
-def _progress(text: str) -> None:
-    cli_logger().info(text)
 
 
 @contextlib.asynccontextmanager
@@ -119,7 +69,7 @@ def _codec_server(port: int) -> Iterator[str | None]:
     from ..temporal.codec_server import CodecServer
 
     server = CodecServer(codec, port=port).start()
-    _progress(f"payload encryption on; UI codec server at {server.url} (the UI is given its token)")
+    progress(f"payload encryption on; UI codec server at {server.url} (the UI is given its token)")
     try:
         yield server.endpoint
     finally:
@@ -149,12 +99,12 @@ async def _temporal_for_dev(
     (``--address`` or ``TEMPORAL_ADDRESS``, a profile, an API key), else an embedded dev server
     started (and stopped) here. Which of the two it did is said either way."""
     from ..temporal import DevServer
-    from . import connect_or_fail
+    from .common import connect_or_fail
 
     named_by = _explicit_cluster(args)
     if named_by is not None:
         client = await connect_or_fail(args)
-        _progress(
+        progress(
             f"attached to the Temporal server at {client.service_client.config.target_host} "
             f"({client.namespace}), named by {named_by}; no embedded server started"
         )
@@ -162,7 +112,7 @@ async def _temporal_for_dev(
         return
     data_dir = Path(args.data_dir)
     started = time.monotonic()
-    _progress(
+    progress(
         f"starting an embedded Temporal dev server (SQLite in {data_dir / 'temporal.db'}; "
         "--address or TEMPORAL_ADDRESS attaches to a running one instead) ..."
     )
@@ -183,15 +133,15 @@ async def _temporal_for_dev(
             exit_code=2,
         ) from None
     if server.replaced_pid is not None:
-        _progress(f"stopped a Temporal dev server an earlier run left running (pid {server.replaced_pid})")
+        progress(f"stopped a Temporal dev server an earlier run left running (pid {server.replaced_pid})")
     try:
         # The server puts its UI 1000 ports above its own unless told where.
         ui_port = args.ui_port or int(server.address.rsplit(":", 1)[1]) + 1000
         ui = "" if args.no_ui else f", Web UI http://localhost:{ui_port}"
-        _progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
+        progress(f"Temporal at {server.address}{ui} ({time.monotonic() - started:.1f}s)")
         yield server.client, None if args.no_ui else f"http://localhost:{ui_port}"
     finally:
-        _progress("stopping the Temporal dev server ...")
+        progress("stopping the Temporal dev server ...")
         await server.stop()
 
 
@@ -212,7 +162,7 @@ def mcp_servers(args: argparse.Namespace) -> list[MCPServerSpec]:
     if twice:
         raise CliError(f"MCP server name(s) given twice: {', '.join(twice)}", exit_code=2)
     for server in servers:
-        _progress(f"MCP server {server.name!r}: {server.where()} (tools: mcp:{server.name})")
+        progress(f"MCP server {server.name!r}: {server.where()} (tools: mcp:{server.name})")
     return servers
 
 
@@ -234,9 +184,9 @@ async def run_dev(args: argparse.Namespace) -> int:
                 pacing = 0.0 if args.fast else 0.012
                 loopback = await stack.enter_async_context(demo_model_server(args.demo_port, pacing))
                 model = demo_model(loopback.port)
-                _progress(f"demo model: the scripted sommelier at {loopback.openai_base_url} (no API key)")
+                progress(f"demo model: the scripted sommelier at {loopback.openai_base_url} (no API key)")
             else:
-                _progress(f"model: {model.provider}/{model.id}")
+                progress(f"model: {model.provider}/{model.id}")
             worker = create_worker(
                 client,
                 task_queue=args.task_queue,
@@ -245,23 +195,23 @@ async def run_dev(args: argparse.Namespace) -> int:
                 mcp_servers=servers,
             )
             await stack.enter_async_context(worker)
-            _progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
+            progress(f"worker serving task queue {args.task_queue!r}; sessions in {sessions_dir}")
             agents = AgentClient(client, task_queue=args.task_queue, sessions_dir=sessions_dir)
             scripted = bool(args.demo_script or args.once)
             web_server = None
             if not (args.no_web or scripted):
                 web_server = await stack.enter_async_context(_web_chat(args, agents, model, ui_url))
             if args.no_chat:
-                _progress("serving until Ctrl-C")
+                progress("serving until Ctrl-C")
                 await asyncio.Event().wait()
                 return 0
             session_id = args.session or time.strftime("cellar-%Y%m%d-%H%M%S")
             extra_tools = [f"mcp:{server.name}" for server in servers]
             agent = await attach_or_start(agents, session_id, model, extra_tools)
             ui_link = f"  ({ui_url}/namespaces/{client.namespace}/workflows/{session_id})" if ui_url else ""
-            _progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
+            progress(f"session {session_id}{ui_link}; /help for commands, Ctrl-C aborts a turn")
             if web_server is not None:
-                _progress(f"this conversation in the browser: {web_server.link(f'/c/{session_id}')}")
+                progress(f"this conversation in the browser: {web_server.link(f'/c/{session_id}')}")
             pretty = pretty_output(args)
             if scripted:
                 lines = ScriptedLines(args.once or DEMO_QUESTIONS, sys.stdout)
@@ -269,7 +219,7 @@ async def run_dev(args: argparse.Namespace) -> int:
                 await agent.wait_for_idle(timeout=60)
             else:
                 await ChatSession(agent, line_source(data_dir, pretty), pretty=pretty).run()
-            _progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
+            progress(f"session file: {sessions_dir / (session_id + '.jsonl')}")
     return 0
 
 
@@ -292,26 +242,10 @@ async def _web_chat(
             server = await stack.enter_async_context(
                 serving_web(args, agents, resolve_model, model, list(DEMO_TOOL_NAMES), temporal_ui_url)
             )
-            _progress(f"web chat at {server.link()}")
+            progress(f"web chat at {server.link()}")
         except CliError as err:
-            _progress(f"no web chat: {err}")
+            progress(f"no web chat: {err}")
         yield server
-
-
-async def attach_or_start(
-    agents: AgentClient, session_id: str, model: Model, extra_tools: Sequence[str] = ()
-) -> DurableAgent:
-    """The running conversation ``session_id``, or a new demo conversation under that id (with the
-    demo tools and ``extra_tools``, the MCP servers' groups ``dev --mcp`` named)."""
-    try:
-        agent = await agents.attach(session_id)
-        _progress(f"attached to the running conversation {session_id}")
-        return agent
-    except AgentNotFoundError:
-        pass
-    tools: list[str] = [*DEMO_TOOL_NAMES, *extra_tools]
-    options = AgentOptions(model=model, tools=tools, system_prompt=DEMO_SYSTEM_PROMPT)
-    return await agents.start(session_id, options)
 
 
 def load_tools(specs: Sequence[str]) -> list[AgentTool]:
@@ -344,7 +278,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     from agentcore.worker import create_worker, tune_gc_for_worker
 
     from ..temporal.metrics import MetricsServer
-    from . import connect_or_fail
+    from .common import connect_or_fail
 
     servers = mcp_servers(args)  # a bad --mcp fails before anything connects
     metrics = (
@@ -377,13 +311,13 @@ async def run_worker(args: argparse.Namespace) -> int:
     async with contextlib.AsyncExitStack() as stack:
         if args.demo_model:
             loopback = await stack.enter_async_context(demo_model_server(args.demo_port, 0.012))
-            _progress(f"demo model at {loopback.openai_base_url}")
+            progress(f"demo model at {loopback.openai_base_url}")
         if metrics is not None:
             metrics.start()
             stack.callback(metrics.stop)
-            _progress(f"metrics on http://{args.metrics_host}:{metrics.port}/metrics")
+            progress(f"metrics on http://{args.metrics_host}:{metrics.port}/metrics")
         target = client.service_client.config.target_host
-        _progress(
+        progress(
             f"worker on {target} ({client.namespace}) serving {args.task_queue!r}; sessions in {sessions_dir}"
         )
         running = asyncio.create_task(worker.run())
@@ -391,7 +325,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         try:
             await asyncio.wait({running, stop}, return_when=asyncio.FIRST_COMPLETED)
             if stop.done():
-                _progress(
+                progress(
                     f"stopping: no new tasks; in-flight activities have {args.graceful_shutdown:g}s to finish"
                 )
                 await worker.shutdown()
@@ -406,8 +340,8 @@ async def run_worker(args: argparse.Namespace) -> int:
                     await running
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
-        _progress("worker stopped")
+        progress("worker stopped")
     return 0
 
 
-__all__ = ["DEMO_QUESTIONS", "choose_model", "demo_model", "load_tools", "run_dev", "run_worker"]
+__all__ = ["DEMO_QUESTIONS", "load_tools", "run_dev", "run_worker"]

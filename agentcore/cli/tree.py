@@ -8,7 +8,7 @@ import orjson
 
 from ..logs import cli_logger
 from ..protocol import MessagesPage
-from .commands import agents_for, attached
+from .common import agents_for, attached
 
 
 async def cmd_messages(args: argparse.Namespace) -> int:

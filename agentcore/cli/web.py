@@ -14,7 +14,7 @@ from ..client import AgentClient
 from ..demo import DEMO_SYSTEM_PROMPT
 from ..model import Model
 from ..providers.catalog import MODELS
-from .commands import agents_for
+from .common import agents_for
 from .parser import DEFAULT_WEB_PORT, CliError, add_web_options
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ async def serving_web(
 
 
 async def cmd_web(args: argparse.Namespace) -> int:
-    from .dev import DEMO_TOOL_NAMES, choose_model
+    from .common import DEMO_TOOL_NAMES, choose_model
 
     args.token = web_token(args)  # before connecting: a refusal should be instant
     agents = await agents_for(args)
