@@ -42,6 +42,19 @@ class AgentToolResult(WireModel):
         return cls(content=[TextContent(text=text)], details=details, is_error=is_error)
 
 
+def tool_result_text(result: Any) -> str:
+    """The text blocks of a tool result, whether it arrived as a model or as plain JSON (an event
+    read back from the wire): what the terminal and the web page show of it."""
+    if result is None:
+        return ""
+    if hasattr(result, "model_dump"):
+        result = result.model_dump(mode="json")
+    if isinstance(result, dict):
+        blocks = result.get("content") or []
+        return "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    return str(result)
+
+
 def _check_name(value: str) -> str:
     if not TOOL_NAME_RE.fullmatch(value):
         raise ValueError(f"tool name {value!r} must match ^[a-zA-Z_][a-zA-Z0-9_]*$")

@@ -34,7 +34,8 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from ..events import AgentEvent
-from .render import describe_wakeup, format_arguments, tool_result_text
+from ..tools import tool_result_text
+from .render import describe_wakeup, format_arguments
 
 # Lines of a tool result shown in its panel; the rest is summarised as "+N lines".
 PANEL_LINES = 8

@@ -10,18 +10,7 @@ import orjson
 from ..events import AgentEvent, WakeupFiredEvent
 from ..protocol import DurableState
 from ..session import SessionStats
-
-
-def tool_result_text(result: Any) -> str:
-    """The text blocks of a tool result, whether it arrived as a model or as plain JSON."""
-    if result is None:
-        return ""
-    if hasattr(result, "model_dump"):
-        result = result.model_dump(mode="json")
-    if isinstance(result, dict):
-        blocks = result.get("content") or []
-        return "\n".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-    return str(result)
+from ..tools import tool_result_text
 
 
 def format_arguments(arguments: Any) -> str:

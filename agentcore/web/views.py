@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..cli.render import tool_result_text
 from ..events import AgentEvent
 from ..messages import AssistantMessage, Message, TextContent, ThinkingContent, ToolCall, ToolResultMessage
 from ..protocol import DurableState, QueuedMessage
 from ..session import JsonlSessionStorage
+from ..tools import tool_result_text
 from ..wakeups import Wakeup
 from .markdown import render_markdown
 
