@@ -64,8 +64,8 @@ from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
 from .protocol import ConversationLimits, Idle, within_last_minute
 from .providers.errors import is_context_overflow
 from .runtime import AbortSignal, StreamFn, ToolUpdate
-from .state import AgentOptions, AgentState, GetApiKey
-from .subagents import running_as_subagent
+from .state import AgentOptions, AgentState
+from .subagents import SubagentCall, SubagentPlace
 from .tools import AgentTool, AgentToolResult, ToolSpec
 from .wakeups import (
     Cancelled,
@@ -136,6 +136,8 @@ class Agent:
         self._follow_up_queue: list[Message] = []
         self._signal: AbortSignal | None = None
         self._approvals = ApprovalGate()
+        # A sub-agent's place below the agent whose tool runs it (``nested``); this one is top-level.
+        self._place = SubagentPlace()
         self._idle = asyncio.Event()
         self._idle.set()
         # Wake-ups: asyncio timers, gone with the process (the durable runtime's are workflow timers).
@@ -408,7 +410,7 @@ class Agent:
         self._count_messages(1)
 
     def _wakeup_tool_call(self, tool: AgentTool | ToolSpec, call: ToolCall) -> AgentToolResult:
-        if running_as_subagent():
+        if self._place.depth > 0:
             return subagent_refusal(tool)
         wakeup, result = plan_tool_wakeup(
             tool,
@@ -452,6 +454,35 @@ class Agent:
 
         return unsubscribe
 
+    # ------------------------------------------------------------------------------ sub-agents
+
+    @property
+    def place(self) -> SubagentPlace:
+        """Where this agent runs among sub-agents (``SubagentPlace``): top-level unless a tool of
+        another agent made it (``nested``)."""
+        return self._place
+
+    @property
+    def approval_gate(self) -> ApprovalGate:
+        """The gate this agent's calls that need a person wait at (a sub-agent's joins its caller's)."""
+        return self._approvals
+
+    def nested(self, options: AgentOptions, place: SubagentPlace) -> Agent:
+        """The agent a sub-agent tool of this one runs (``subagent_tool``): it starts from its task
+        alone, and calls models with this agent's stream function and keys unless ``options`` name
+        their own."""
+        child = Agent(
+            options.model_copy(
+                update={
+                    "messages": [],
+                    "stream_fn": options.stream_fn or self.stream_fn,
+                    "get_api_key": options.get_api_key or self._options.get_api_key,
+                }
+            )
+        )
+        child._place = place
+        return child
+
     # -------------------------------------------------------------------------------- a run
 
     async def _run(self, prompts: list[Message] | None, *, skip_initial_steering: bool = False) -> None:
@@ -486,7 +517,7 @@ class Agent:
             get_api_key=options.get_api_key,
             max_tokens=options.max_tokens,
             temperature=options.temperature,
-            runtime=_AgentRuntime(self.stream_fn, options.get_api_key, self),
+            runtime=_AgentRuntime(self.stream_fn, self),
             max_concurrent_tools=self.limits.max_concurrent_tools,
             compact_context=self._compact_context,
             recover_from_overflow=self._recover_from_overflow,
@@ -656,11 +687,13 @@ class Agent:
 
 
 class _AgentRuntime(InProcessRuntime):
-    """The in-process runtime of an ``Agent``'s runs: a ``wakeup_tool`` call is the agent's to carry
-    out (as the workflow does durably); every other call runs its tool."""
+    """The in-process runtime of an ``Agent``'s runs. A ``wakeup_tool`` call and a sub-agent tool's
+    call are the agent's to carry out, as the workflow does durably (in the workflow, and as a
+    child workflow): the sub-agent runs under this agent, which its ``execute`` learns here. Every
+    other call runs its tool."""
 
-    def __init__(self, stream_fn: StreamFn | None, get_api_key: GetApiKey | None, agent: Agent) -> None:
-        super().__init__(stream_fn, get_api_key, agent._approvals)
+    def __init__(self, stream_fn: StreamFn | None, agent: Agent) -> None:
+        super().__init__(stream_fn)
         self._agent = agent
 
     async def run_tool(
@@ -668,6 +701,8 @@ class _AgentRuntime(InProcessRuntime):
     ) -> AgentToolResult:
         if is_wakeup_tool(tool):
             return self._agent._wakeup_tool_call(tool, call)
+        if isinstance(tool, AgentTool) and isinstance(tool.execute, SubagentCall):
+            tool = tool.model_copy(update={"execute": tool.execute.under(self._agent)})
         return await super().run_tool(tool, call, signal, on_update)
 
 

@@ -7,14 +7,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 
-from .approvals import ApprovalGate
 from .errors import TOOL_NOT_SUPPORTED, TOOL_UNAVAILABLE, ToolUnavailableError
 from .events import StreamEvent
 from .messages import ToolCall
 from .model import Model
 from .runtime import AbortSignal, LlmContext, StreamFn, StreamOptions, ToolUpdate
-from .state import GetApiKey
-from .subagents import calling_subagent, done_calling_subagent
 from .tool_exec import error_result, execute_tool_with_timeout
 from .tools import AgentTool, AgentToolResult, ToolSpec
 
@@ -38,17 +35,8 @@ def default_stream_fn() -> StreamFn:
 class InProcessRuntime:
     """Runs everything in this process. ``stream_fn=None`` means the provider the model's ``api`` names."""
 
-    def __init__(
-        self,
-        stream_fn: StreamFn | None = None,
-        get_api_key: GetApiKey | None = None,
-        approvals: ApprovalGate | None = None,
-    ) -> None:
+    def __init__(self, stream_fn: StreamFn | None = None) -> None:
         self.stream_fn = stream_fn
-        # Handed to a sub-agent tool's nested agent, which calls models the way its caller does and
-        # whose calls waiting for approval show (and are decided) in its caller's ``approvals``.
-        self.get_api_key = get_api_key
-        self.approvals = approvals
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
@@ -69,15 +57,7 @@ class InProcessRuntime:
                 f'Tool "{tool.name}" is only a spec here; its execute function lives on a worker. '
                 "Give the in-process agent an AgentTool.",
             )
-        token = (
-            calling_subagent(self.stream_fn, self.get_api_key, self.approvals)
-            if tool.subagent is not None
-            else None
-        )
         try:
             return await execute_tool_with_timeout(tool, call, signal, on_update)
         except ToolUnavailableError as exc:
             return error_result(TOOL_UNAVAILABLE, exc.message)
-        finally:
-            if token is not None:
-                done_calling_subagent(token)

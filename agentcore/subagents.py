@@ -23,23 +23,25 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import Sequence
-from contextvars import ContextVar
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .approvals import ApprovalGate
-from .errors import EXECUTION_ABORTED, EXECUTION_ERROR, SUBAGENT_DEPTH_EXCEEDED
+from .errors import EXECUTION_ABORTED, EXECUTION_ERROR, SUBAGENT_DEPTH_EXCEEDED, TOOL_NOT_SUPPORTED
 from .events import AgentEvent
 from .messages import AssistantMessage, Message, TextContent, Usage, UsageCost
 from .runtime import AbortSignal
 from .session.paths import SESSION_ID_RE
-from .state import AgentOptions, GetApiKey
+from .state import AgentOptions
 from .tool_exec import aborted_result, error_result
-from .tools import AgentTool, AgentToolResult, SubagentSpec
+from .tools import AgentTool, AgentToolResult, SubagentSpec, ToolExecute
 
 __all__ = [
     "SUBAGENT_TIMEOUT_SECONDS",
+    "SubagentCall",
+    "SubagentHost",
+    "SubagentPlace",
     "TASK_PARAMETERS",
     "depth_limit",
     "depth_refusal",
@@ -93,16 +95,11 @@ def subagent_tool(name: str, description: str, options: AgentOptions, *, max_dep
         max_depth=max_depth,
     )
 
-    async def execute(
-        tool_call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: Any
-    ) -> AgentToolResult:
-        return await _run_in_process(name, options, spec, tool_call_id, args, signal, on_update)
-
     return AgentTool(
         name=name,
         description=description,
         parameters=TASK_PARAMETERS,
-        execute=execute,
+        execute=SubagentCall(name, options, spec),
         subagent=spec,
         timeout_seconds=SUBAGENT_TIMEOUT_SECONDS,
         nested_tools=[tool for tool in options.tools if isinstance(tool, AgentTool)],
@@ -235,97 +232,111 @@ def subagent_progress(session_id: str, event: AgentEvent, turn: int) -> AgentToo
 
 
 @dataclass(frozen=True)
-class _Caller:
-    """What a nested in-process agent takes from the agent whose tool started it."""
+class SubagentPlace:
+    """Where an in-process agent runs among sub-agents: its session id (its children's ids derive
+    from it), its depth (0: the agent a person talks to) and the depth limit the sub-agent tools
+    above it allow (None: only its own tools' ``max_depth``)."""
 
-    stream_fn: Any
-    get_api_key: GetApiKey | None
-    approvals: ApprovalGate | None
-
-
-# Set by ``InProcessRuntime`` around a sub-agent tool's call; depth and session id by the sub-agent's
-# run around its own (its tools' tasks copy them).
-_CALLER: ContextVar[_Caller | None] = ContextVar("agentcore_subagent_caller", default=None)
-_DEPTH: ContextVar[int] = ContextVar("agentcore_subagent_depth", default=0)
-_SESSION: ContextVar[str] = ContextVar("agentcore_subagent_session", default="agent")
-_LIMIT: ContextVar[int | None] = ContextVar("agentcore_subagent_limit", default=None)
+    session_id: str = "agent"
+    depth: int = 0
+    limit: int | None = None
 
 
-def running_as_subagent() -> bool:
-    """Whether the code calling this runs inside an in-process sub-agent's run."""
-    return _DEPTH.get() > 0
+class NestedAgent(Protocol):
+    """What a sub-agent tool needs of the nested agent it runs (an ``Agent``)."""
+
+    @property
+    def messages(self) -> list[Message]: ...
+
+    @property
+    def approval_gate(self) -> ApprovalGate: ...
+
+    def subscribe(self, listener: Callable[[AgentEvent, AbortSignal], Any]) -> Callable[[], None]: ...
+
+    def abort(self) -> None: ...
+
+    async def prompt(self, text: str) -> Any: ...
 
 
-def calling_subagent(
-    stream_fn: Any, get_api_key: GetApiKey | None, approvals: ApprovalGate | None = None
-) -> object:
-    """Mark the calls that follow as made by an agent with this stream function and approval gate
-    (a token to reset)."""
-    return _CALLER.set(_Caller(stream_fn, get_api_key, approvals))
+class SubagentHost(Protocol):
+    """The in-process agent whose tool starts a sub-agent: where it runs, and how it makes a child
+    (with its stream function and keys unless the tool's options name their own)."""
+
+    @property
+    def place(self) -> SubagentPlace: ...
+
+    @property
+    def approval_gate(self) -> ApprovalGate: ...
+
+    def nested(self, options: AgentOptions, place: SubagentPlace) -> NestedAgent: ...
 
 
-def done_calling_subagent(token: object) -> None:
-    _CALLER.reset(token)  # type: ignore[arg-type]
+class SubagentCall:
+    """A sub-agent tool's ``execute``. In-process the agent that calls the tool binds itself as
+    ``host`` (its runtime dispatches on ``tool.subagent``, as a durable conversation does, which
+    starts a child workflow instead), so the child knows its caller without any ambient state."""
 
+    def __init__(self, name: str, options: AgentOptions, spec: SubagentSpec) -> None:
+        self.name = name
+        self.options = options
+        self.spec = spec
 
-async def _run_in_process(
-    name: str,
-    options: AgentOptions,
-    spec: SubagentSpec,
-    tool_call_id: str,
-    args: dict[str, Any],
-    signal: AbortSignal,
-    on_update: Any,
-) -> AgentToolResult:
-    from .agent import Agent  # the agent module imports the runtime that imports this one
+    def under(self, host: SubagentHost) -> ToolExecute:
+        """This call's ``execute`` for a run of ``host``: the child runs under that agent."""
 
-    depth = _DEPTH.get() + 1
-    limit = depth_limit(spec.max_depth, _LIMIT.get())
-    refused = depth_refusal(name, depth, limit)
-    if refused is not None:
-        return refused
-    session_id = subagent_session_id(_SESSION.get(), tool_call_id)
-    caller = _CALLER.get()
-    child = Agent(
-        options.model_copy(
-            update={
-                "messages": [],
-                "stream_fn": options.stream_fn or (caller.stream_fn if caller else None),
-                "get_api_key": options.get_api_key or (caller.get_api_key if caller else None),
-            }
-        )
-    )
-    turns = 0
+        async def execute(
+            tool_call_id: str, args: dict[str, Any], signal: AbortSignal, on_update: Any
+        ) -> AgentToolResult:
+            return await self(tool_call_id, args, signal, on_update, host=host)
 
-    def forward(event: AgentEvent, _signal: AbortSignal) -> None:
-        nonlocal turns
-        if event.type == "turn_end":
-            turns += 1
-        update = subagent_progress(session_id, event, turns)
-        if update is not None:
-            on_update(update)
+        return execute
 
-    child.subscribe(forward)
-    # The abort ends the child's run (its partial answer kept), and the result says so: the
-    # pipeline waits for it rather than racing the abort (``tool_exec.execute_tool``).
-    remove = signal.add_listener(lambda: child.abort())
-    if signal.aborted:
-        return aborted_result(name)
-    # The child's calls waiting for a person show in the caller's list and are decided there too.
-    detach = caller.approvals.add_child(session_id, child._approvals) if caller and caller.approvals else None
-    depth_token = _DEPTH.set(depth)
-    limit_token = _LIMIT.set(limit)
-    session_token = _SESSION.set(session_id)
-    try:
-        await child.prompt(args["task"])
-    except asyncio.CancelledError:
-        child.abort()
-        raise
-    finally:
-        _SESSION.reset(session_token)
-        _LIMIT.reset(limit_token)
-        _DEPTH.reset(depth_token)
-        remove()
-        if detach is not None:
+    async def __call__(
+        self,
+        tool_call_id: str,
+        args: dict[str, Any],
+        signal: AbortSignal,
+        on_update: Any,
+        host: SubagentHost | None = None,
+    ) -> AgentToolResult:
+        if host is None:
+            return error_result(
+                TOOL_NOT_SUPPORTED,
+                f'Sub-agent tool "{self.name}" runs inside an Agent or a durable conversation, which '
+                "start its child; it cannot be called on its own.",
+            )
+        caller = host.place
+        depth = caller.depth + 1
+        limit = depth_limit(self.spec.max_depth, caller.limit)
+        refused = depth_refusal(self.name, depth, limit)
+        if refused is not None:
+            return refused
+        session_id = subagent_session_id(caller.session_id, tool_call_id)
+        child = host.nested(self.options, SubagentPlace(session_id, depth, limit))
+        turns = 0
+
+        def forward(event: AgentEvent, _signal: AbortSignal) -> None:
+            nonlocal turns
+            if event.type == "turn_end":
+                turns += 1
+            update = subagent_progress(session_id, event, turns)
+            if update is not None:
+                on_update(update)
+
+        child.subscribe(forward)
+        # The abort ends the child's run (its partial answer kept), and the result says so: the
+        # pipeline waits for it rather than racing the abort (``tool_exec.execute_tool``).
+        remove = signal.add_listener(lambda: child.abort())
+        if signal.aborted:
+            return aborted_result(self.name)
+        # The child's calls waiting for a person show in the caller's list and are decided there too.
+        detach = host.approval_gate.add_child(session_id, child.approval_gate)
+        try:
+            await child.prompt(args["task"])
+        except asyncio.CancelledError:
+            child.abort()
+            raise
+        finally:
+            remove()
             detach()
-    return subagent_result(name, session_id, child.messages)
+        return subagent_result(self.name, session_id, child.messages)
