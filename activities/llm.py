@@ -253,7 +253,8 @@ class LlmActivities:
         A write can wait on the file's lock (another worker mid-write, up to ``LOCK_WAIT_SECONDS``)
         or behind other writes on a busy worker; without beats the call would look dead to the
         server, which times it out after ``llm_heartbeat_seconds`` and runs it again elsewhere.
-        A quick write sends none (entry 12 of bench/TUNING.md: each beat is a server write).
+        A quick write sends none (bench/log/012-no-heartbeat-per-stream-event.md: each beat is a server
+        write).
         """
         return await heartbeating(write, self.publish_interval.total_seconds())
 

@@ -7,8 +7,8 @@ are idempotent on entry id, so a retried activity never doubles a line.
 
 A worker keeps the parsed index of the sessions it wrote recently (lock released) and, on the next
 write, reads only what other processes appended since: reading the whole file on every write made a
-turn's CPU grow with the conversation (bench/TUNING.md, entry 3: 44 -> 184 ms of worker CPU per tool turn
-from turn 10 to turn 500).
+turn's CPU grow with the conversation (bench/log/003-session-index-kept.md: 44 -> 184 ms of worker CPU
+per tool turn from turn 10 to turn 500).
 """
 
 from __future__ import annotations

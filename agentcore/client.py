@@ -1192,8 +1192,9 @@ class DurableAgent:
 
         ``poll_cooldown`` is the pause before the next long-poll once caught up. None by default: a
         pause delays the event published just after it, and a turn's publishes come further apart
-        than any useful pause, so it batches nothing (bench/TUNING.md, entry 4: one conversation's tool turn
-        p50 / p99 100 / 180 ms with 20 ms, 84 / 113 ms with none; burst throughput the same)."""
+        than any useful pause, so it batches nothing (bench/log/004-subscriber-poll-cooldown.md: one
+        conversation's tool turn p50 / p99 100 / 180 ms with 20 ms, 84 / 113 ms with none; burst
+        throughput the same)."""
         offset = from_offset
         failing_since: float | None = None
         pause = RECONNECT_FIRST_PAUSE

@@ -76,7 +76,7 @@ class ConversationLimits(WireModel):
     # Kept low on purpose: a worker that takes over a conversation replays its history, and 100
     # conversations replaying 8,000 events each on a small machine overran the workflow task timeout;
     # under worker kills 1,000 had fewer long tasks and more turns a second than 2,000 in all ten
-    # alternated pairs (bench/RESULTS.md, entries 67 and 68).
+    # alternated pairs (bench/log/067-continue-as-new-at-1000.md, bench/log/068-roll-over-in-run-end-task.md).
     continue_as_new_after_events: int = 1_000
     # Events kept in the workflow's in-memory stream log (and carried across continue-as-new).
     retained_events: int = 500

@@ -179,7 +179,7 @@ def tune_gc_for_worker() -> None:
     A worker holds many long-lived objects (its conversations, their sandboxes), and Python's default
     thresholds make full collections scan them again and again: in a 100-conversation burst the
     collector took 0.66-0.74 s of the worker's 14.5-15.7 s of CPU, 0.20-0.21 s with this
-    (bench/TUNING.md, entry 28). What is alive now (modules, the SDK) is frozen out of collections.
+    (bench/log/028-worker-gc.md). What is alive now (modules, the SDK) is frozen out of collections.
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

@@ -1,6 +1,6 @@
 """``agentcore --help`` starts at once: the parser is built, and help printed, without loading Temporal,
 pydantic or httpx. Each check runs in a fresh interpreter and reads ``sys.modules`` (deterministic;
-the time itself is measured in bench/RESULTS.md, not asserted)."""
+the time itself is measured in bench/log/049-otel-interceptor-and-cli-startup.md, not asserted)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ DOCUMENTS = sorted(
         ROOT / "CHANGELOG.md",
         *(ROOT / "docs").glob("*.md"),
         *(ROOT / "bench").glob("*.md"),
+        *(ROOT / "bench" / "log").glob("*.md"),
         ROOT / "deploy" / "README.md",
     ]
 )

@@ -58,7 +58,7 @@ def _child_output(log_file: Path | None) -> Iterator[None]:
 # The dev server's SQLite file otherwise uses a rollback journal with a full fsync per commit, and a
 # workflow task commits several times. WAL with synchronous=NORMAL syncs at checkpoints instead: a
 # crashed server process loses nothing; only an OS crash or power cut can lose the newest commits.
-# Measured (bench/TUNING.md, entry 2): a tool turn's p50 208 -> 110 ms, server CPU 100 -> 71 ms per turn.
+# Measured (bench/log/002-sqlite-wal.md): a tool turn's p50 208 -> 110 ms, server CPU 100 -> 71 ms per turn.
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 # ``--dynamic-config-value`` settings of the embedded server.
 DYNAMIC_CONFIG = (

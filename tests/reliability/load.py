@@ -36,8 +36,8 @@ from .conftest import WorkerProc, assert_file_matches_state, spawn_worker
 
 # Two workers on one loaded machine, one killed every ~25 s: the killed one's conversations come back
 # to the others as full-history replays, and sixteen at once overran the 10 s workflow task timeout
-# again and again (bench/RESULTS.md entry 65). The workers bound them, as docs/network-faults.md
-# advises for a loaded machine; ``--replay-slots 0`` runs the shipped default.
+# again and again (bench/log/065-replay-bound-by-default.md). The workers bound them, as
+# docs/network-faults.md advises for a loaded machine; ``--replay-slots 0`` runs the shipped default.
 REPLAY_SLOTS = 2
 
 LOAD_LIMITS = ConversationLimits(
