@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 from agentcore.compaction import (
     CompactionError,
     CompactionPlan,
+    branch_summary_context,
     build_summary_context,
     compaction_entry,
     plan_compaction,
@@ -25,7 +26,7 @@ from agentcore.protocol import BranchInput, BranchResult, CompactInput, CompactR
 from agentcore.providers.keys import resolve_api_key
 from agentcore.runtime import LlmContext, StreamFn
 from agentcore.session import BranchSummaryEntry, CompactionEntry, GetEntriesOptions, JsonlSessionStorage
-from agentcore.session.branching import branch_entries, branch_summary_context
+from agentcore.session.branching import branch_entries
 from agentcore.state import GetApiKey
 
 from .llm import resolve_stream_fn

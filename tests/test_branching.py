@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentcore.compaction import BRANCH_SUMMARY_SYSTEM_PROMPT, CompactionSettings
+from agentcore.compaction import (
+    BRANCH_SUMMARY_SYSTEM_PROMPT,
+    CompactionSettings,
+    branch_summary_context,
+    summarize_branch,
+)
 from agentcore.errors import EntryNotFoundError, SessionExistsError
 from agentcore.messages import AssistantMessage, Message, UserMessage
 from agentcore.providers import stream
@@ -26,10 +31,8 @@ from agentcore.session import (
     abandoned_messages,
     branch,
     branch_entries,
-    branch_summary_context,
     branch_summary_message,
     fork_session,
-    summarize_branch,
 )
 from agentcore.testing.loopback import LoopbackServer
 from tests.compaction_support import (

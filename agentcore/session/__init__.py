@@ -36,11 +36,9 @@ from .branching import (
     abandoned_messages,
     branch,
     branch_entries,
-    branch_summary_context,
     copy_session,
     fork_session,
     session_copy_bytes,
-    summarize_branch,
 )
 from .context import (
     SessionContext,
@@ -140,7 +138,6 @@ __all__ = [
     "abandoned_messages",
     "branch",
     "branch_entries",
-    "branch_summary_context",
     "branch_summary_message",
     "build_context",
     "check_session_id",
@@ -151,5 +148,4 @@ __all__ = [
     "session_copy_bytes",
     "migrate",
     "migrate_file",
-    "summarize_branch",
 ]

@@ -6,9 +6,8 @@
 - ``fork_session(source, from_entry_id, target)``: a new session file whose context at its leaf is the
   source's context at ``from_entry_id``. Entries keep their ids (a compaction's ``first_kept_entry_id``
   still resolves), and the header's metadata names the parent session and the entry forked from.
-- ``branch_summary_context`` / ``summarize_branch``: the model request that summarises an abandoned
-  branch (the entries after the common ancestor of the old leaf and the target), reusing compaction's
-  ``summarize``.
+- ``abandoned_messages``: the messages of the branch a move would leave (its summary request, which
+  calls a model, is ``agentcore.compaction``'s: sessions never call one).
 
 ``branch_entries`` builds the entries without writing them, for a workflow that makes its own ids.
 """
@@ -18,14 +17,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from ..errors import EntryNotFoundError, NotASessionError
 from ..messages import Message, Usage
-from ..model import Model
-from ..runtime import AbortSignal, LlmContext, StreamFn
 from .context import branch_summary_message, compaction_summary_message
 from .entries import (
     BranchSummaryEntry,
@@ -38,11 +35,6 @@ from .entries import (
 from .paths import SessionPaths, StrPath
 from .ratelimit import StorageRateLimits
 from .storage import FSYNC_ALWAYS, FsyncPolicy, GetEntriesOptions, JsonlSessionStorage
-
-if TYPE_CHECKING:
-    from ..compaction import CompactionSettings
-
-# ``agentcore.compaction`` imports this package, so its names are imported where they are used.
 
 PARENT_SESSION_METADATA_KEY = "parent_session"
 FORKED_FROM_METADATA_KEY = "forked_from"
@@ -252,62 +244,3 @@ def abandoned_messages(
         elif isinstance(entry, CompactionEntry):
             messages.append(compaction_summary_message(entry.summary, entry.timestamp))
     return messages
-
-
-def branch_summary_context(
-    storage: JsonlSessionStorage,
-    target_entry_id: str | None,
-    model: Model,
-    *,
-    from_leaf_id: str | None = None,
-    instructions: str | None = None,
-    settings: CompactionSettings | None = None,
-) -> LlmContext | None:
-    """The summary request for the branch that ``branch(storage, target_entry_id)`` would leave;
-    None when that branch holds no messages."""
-    from ..compaction import BRANCH_SUMMARY_SYSTEM_PROMPT, CompactionSettings, build_summary_context
-
-    messages = abandoned_messages(storage, target_entry_id, from_leaf_id=from_leaf_id)
-    if not messages:
-        return None
-    settings = settings or CompactionSettings()
-    return build_summary_context(
-        messages,
-        None,
-        instructions,
-        max_input_tokens=settings.summary_input_budget(model),
-        system_prompt=BRANCH_SUMMARY_SYSTEM_PROMPT,
-        max_tool_result_chars=settings.max_tool_result_chars,
-    )
-
-
-async def summarize_branch(
-    storage: JsonlSessionStorage,
-    target_entry_id: str | None,
-    model: Model,
-    stream_fn: StreamFn,
-    *,
-    from_leaf_id: str | None = None,
-    instructions: str | None = None,
-    settings: CompactionSettings | None = None,
-    signal: AbortSignal | None = None,
-    api_key: str | None = None,
-) -> tuple[str, Usage] | None:
-    """Summarise the branch ``branch(storage, target_entry_id)`` would leave: ``(summary, usage)``,
-    or None when it holds no messages. Raises ``CompactionError`` when the model call fails."""
-    from ..compaction import CompactionSettings, summarize
-
-    settings = settings or CompactionSettings()
-    context = branch_summary_context(
-        storage,
-        target_entry_id,
-        model,
-        from_leaf_id=from_leaf_id,
-        instructions=instructions,
-        settings=settings,
-    )
-    if context is None:
-        return None
-    return await summarize(
-        model, context, stream_fn, signal, max_tokens=settings.summary_max_tokens(model), api_key=api_key
-    )
