@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from .agent_input import PromptInput, drain, in_process_tools, prompt_messages, queued_message
 from .approvals import STEERED_REASON, ApprovalGate, PendingApproval
 from .compaction import CompactionSettings, compact_messages
 from .errors import (
@@ -24,20 +25,16 @@ from .errors import (
     AgentBusyError,
     InvalidMessageRoleError,
     RateLimitError,
-    ValidationError,
     WakeupLimitError,
     WakeupNotFoundError,
 )
 from .events import (
     AgentEndEvent,
     AgentEvent,
-    AgentStartEvent,
     CompactionReason,
     MessageEndEvent,
     MessageStartEvent,
-    MessageUpdateEvent,
     ToolExecutionEndEvent,
-    ToolExecutionStartEvent,
     TurnEndEvent,
     WakeupCancelledEvent,
     WakeupFiredEvent,
@@ -55,9 +52,7 @@ from .messages import (
     AssistantMessage,
     ImageContent,
     Message,
-    TextContent,
     ToolCall,
-    UserMessage,
     parse_message,
 )
 from .model import Model, QueueMode, ThinkingLevel, parse_thinking_level
@@ -86,7 +81,6 @@ __all__ = ["Agent", "Listener"]
 logger = logging.getLogger(__name__)
 
 Listener = Callable[[AgentEvent, AbortSignal], "None | Awaitable[None]"]
-PromptInput = str | Message | dict[str, Any] | Sequence[Message | dict[str, Any]]
 
 _BUSY = "Agent is already processing a prompt. Use steer() or follow_up() to queue messages, or wait for it to finish."
 
@@ -123,7 +117,7 @@ class Agent:
             system_prompt=options.system_prompt,
             model=options.model,
             thinking_level=options.thinking_level,
-            tools=_in_process_tools(options.tools),
+            tools=in_process_tools(options.tools),
             messages=list(options.messages),
         )
         self.steering_mode: QueueMode = options.steering_mode
@@ -195,7 +189,7 @@ class Agent:
 
     @tools.setter
     def tools(self, value: Sequence[AgentTool | ToolSpec]) -> None:
-        self._state.tools = _in_process_tools(value)
+        self._state.tools = in_process_tools(value)
 
     @property
     def messages(self) -> list[Message]:
@@ -214,7 +208,7 @@ class Agent:
         run is active (queue with ``steer``/``follow_up`` instead)."""
         if self._state.is_streaming:
             raise AgentBusyError(_BUSY)
-        messages = self._prompt_messages(input, images)
+        messages = prompt_messages(input, images, self._runtime.now_ms())
         self._check_limits(len(messages))
         self._count_messages(len(messages))
         await self._run(messages)
@@ -247,13 +241,13 @@ class Agent:
         # A run adds at least its answer (SPEC-9.1, as a durable conversation refuses it).
         self._check_limits(1)
         if last_is_assistant:
-            queued = self._drain(self._steering_queue, self.steering_mode)
+            queued = drain(self._steering_queue, self.steering_mode)
             if queued:
                 # These steering messages are the prompt; polling steering again at once would
                 # pull the next queued one into the same turn, against one-at-a-time.
                 await self._run(queued, skip_initial_steering=True)
                 return
-            queued = self._drain(self._follow_up_queue, self.follow_up_mode)
+            queued = drain(self._follow_up_queue, self.follow_up_mode)
             if queued:
                 await self._run(queued)
                 return
@@ -264,7 +258,7 @@ class Agent:
         """Queue a message for the running agent; it is delivered after the current turn's tools.
         Tool calls waiting for approval are denied: the user said something else instead. Raises
         ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued (nor denied)."""
-        queued = self._queued_message(message)
+        queued = queued_message(message, self._runtime.now_ms())
         self._check_limits(1)
         self._steering_queue.append(queued)
         self._count_messages(1)
@@ -274,7 +268,7 @@ class Agent:
         """Queue a message for when the agent would otherwise stop.
 
         Raises ``RateLimitError`` over a SPEC-9.1 limit; nothing is then queued."""
-        queued = self._queued_message(message)
+        queued = queued_message(message, self._runtime.now_ms())
         self._check_limits(1)
         self._follow_up_queue.append(queued)
         self._count_messages(1)
@@ -497,10 +491,10 @@ class Agent:
         state.error_message = None
 
         def steering() -> list[Message]:
-            return self._drain(self._steering_queue, self.steering_mode)
+            return drain(self._steering_queue, self.steering_mode)
 
         def follow_ups() -> list[Message]:
-            return self._drain(self._follow_up_queue, self.follow_up_mode)
+            return drain(self._follow_up_queue, self.follow_up_mode)
 
         options = self._options
         context = AgentContext(
@@ -625,65 +619,13 @@ class Agent:
                 logger.exception("listener failed while reporting a failed run")
 
     async def _process(self, event: AgentEvent, signal: AbortSignal) -> None:
-        self._reduce(event)
+        self._state.apply(event)
         for listener in list(self._listeners):
             result = listener(event, signal)
             if inspect.isawaitable(result):
                 await result
         if isinstance(event, ToolExecutionEndEvent) and event.tool_call_id in self._tool_wakeups:
             await self._process(scheduled_event(self._tool_wakeups.pop(event.tool_call_id)), signal)
-
-    def _reduce(self, event: AgentEvent) -> None:
-        state = self._state
-        if isinstance(event, AgentStartEvent):
-            state.is_streaming = True
-        elif isinstance(event, MessageStartEvent | MessageUpdateEvent):
-            if isinstance(event.message, AssistantMessage):
-                state.streaming_message = event.message
-        elif isinstance(event, MessageEndEvent):
-            state.streaming_message = None
-            state.messages.append(event.message)
-        elif isinstance(event, ToolExecutionStartEvent):
-            state.pending_tool_calls.add(event.tool_call_id)
-        elif isinstance(event, ToolExecutionEndEvent):
-            state.pending_tool_calls.discard(event.tool_call_id)
-        elif isinstance(event, TurnEndEvent):
-            if isinstance(event.message, AssistantMessage) and event.message.error_message:
-                state.error_message = event.message.error_message
-
-    # ------------------------------------------------------------------------------ helpers
-
-    def _drain(self, queue: list[Message], mode: QueueMode) -> list[Message]:
-        if not queue:
-            return []
-        if mode == QueueMode.ALL:
-            taken = list(queue)
-            queue.clear()
-            return taken
-        return [queue.pop(0)]
-
-    def _user_message(self, text: str, images: Sequence[ImageContent | dict[str, Any]] = ()) -> UserMessage:
-        content: list[Any] = [TextContent(text=text), *images] if text or not images else list(images)
-        return _as_user_message({"role": "user", "content": content, "timestamp": self._runtime.now_ms()})
-
-    def _queued_message(self, message: str | Message | dict[str, Any]) -> Message:
-        if isinstance(message, str):
-            return self._user_message(message)
-        return _user_only(parse_message(message), "a steering or follow-up message")
-
-    def _prompt_messages(
-        self, input: PromptInput, images: Sequence[ImageContent | dict[str, Any]] | None
-    ) -> list[Message]:
-        if isinstance(input, str):
-            return [self._user_message(input, images or ())]
-        if images:
-            raise TypeError("images go with a text prompt: prompt(text, images=[...])")
-        if isinstance(input, dict) or not isinstance(input, Sequence):
-            return [_user_only(parse_message(input), "a prompt")]
-        messages = [_user_only(parse_message(message), "a prompt") for message in input]
-        if not messages:
-            raise ValidationError("prompt: at least one message is required")
-        return messages
 
 
 class _AgentRuntime(InProcessRuntime):
@@ -704,27 +646,3 @@ class _AgentRuntime(InProcessRuntime):
         if isinstance(tool, AgentTool) and isinstance(tool.execute, SubagentCall):
             tool = tool.model_copy(update={"execute": tool.execute.under(self._agent)})
         return await super().run_tool(tool, call, signal, on_update)
-
-
-def _as_user_message(value: dict[str, Any]) -> UserMessage:
-    message = parse_message(value)
-    assert isinstance(message, UserMessage)
-    return message
-
-
-def _in_process_tools(tools: Sequence[Any]) -> list[AgentTool | ToolSpec]:
-    checked: list[AgentTool | ToolSpec] = []
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, AgentTool | ToolSpec):
-            raise ValidationError(
-                f"tools.{index}: expected an AgentTool (a tool name like {tool!r} needs a durable runtime)"
-            )
-        checked.append(tool)
-    return checked
-
-
-def _user_only(message: Message, what: str) -> Message:
-    """SPEC-7.1: what a person sends is a user message (as the durable client refuses too)."""
-    if message.role != "user":
-        raise InvalidMessageRoleError(f"{what} takes user messages, not {message.role!r}")
-    return message

@@ -8,6 +8,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .approvals import PendingApproval
+from .events import (
+    AgentEvent,
+    AgentStartEvent,
+    MessageEndEvent,
+    MessageStartEvent,
+    MessageUpdateEvent,
+    ToolExecutionEndEvent,
+    ToolExecutionStartEvent,
+    TurnEndEvent,
+)
 from .messages import AssistantMessage, Message
 from .model import Model, QueueMode, ThinkingLevel, ToolExecutionMode
 from .tools import AgentTool, ToolSpec
@@ -38,6 +48,24 @@ class AgentState(BaseModel):
     wakeups: list[Wakeup] = Field(default_factory=list)
     # Tool calls waiting for a person to approve them (tools with ``requires_approval``).
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
+
+    def apply(self, event: AgentEvent) -> None:
+        """Fold one of the loop's events into the state (the in-process ``Agent``'s reducer)."""
+        if isinstance(event, AgentStartEvent):
+            self.is_streaming = True
+        elif isinstance(event, MessageStartEvent | MessageUpdateEvent):
+            if isinstance(event.message, AssistantMessage):
+                self.streaming_message = event.message
+        elif isinstance(event, MessageEndEvent):
+            self.streaming_message = None
+            self.messages.append(event.message)
+        elif isinstance(event, ToolExecutionStartEvent):
+            self.pending_tool_calls.add(event.tool_call_id)
+        elif isinstance(event, ToolExecutionEndEvent):
+            self.pending_tool_calls.discard(event.tool_call_id)
+        elif isinstance(event, TurnEndEvent):
+            if isinstance(event.message, AssistantMessage) and event.message.error_message:
+                self.error_message = event.message.error_message
 
 
 class AgentOptions(BaseModel):
