@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-import agentcore.client as client_module
+import agentcore.client.calls as client_calls
 from agentcore import AgentOptions, AgentTool, AgentToolResult, NoWorkerError, cli
 from agentcore.client import AgentClient
 from agentcore.errors import AgentError
@@ -47,8 +47,8 @@ SLOW = AgentTool(
 async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_up(
     temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
-    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CHECK_SECONDS", CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     sessions = tmp_path / "sessions"
     agents = AgentClient(temporal_client, task_queue=task_queue, sessions_dir=sessions, limits=FAST_LIMITS)
@@ -93,7 +93,7 @@ async def test_a_call_no_worker_takes_says_so_and_a_worker_that_starts_takes_it_
         assert idle.messages[-1].text == "got 5 messages"
 
     # A worker that has gone: none of its polls within WORKER_GONE_SECONDS.
-    monkeypatch.setattr(client_module, "WORKER_GONE_SECONDS", 2 * CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_GONE_SECONDS", 2 * CHECK)
     await asyncio.sleep(3 * CHECK)
     with pytest.raises(NoWorkerError):
         await agent.steer("anyone?")
@@ -108,8 +108,8 @@ async def test_the_cli_says_no_worker_runs_the_conversation(
 ) -> None:
     """In a line, as a refusal, not the server's untyped error. (At the default timings, 5 s confirmed
     20 s later, before a query's own 30 s timeout: the terminal chat's test runs those.)"""
-    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
-    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CHECK_SECONDS", CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     agents = AgentClient(temporal_client, task_queue=task_queue, sessions_dir=tmp_path / "sessions")
     agent = await agents.start("cli-nobody-home", AgentOptions(model=scripted_model()))
@@ -128,8 +128,8 @@ async def test_recover_through_a_worker_with_none_running_says_so(
 ) -> None:
     """``recover`` without the sessions directory waits for a worker to place the file: with none
     running it says so, rather than waiting for the conversation to end (which it never does)."""
-    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", CHECK)
-    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CHECK_SECONDS", CHECK)
+    monkeypatch.setattr(client_calls, "WORKER_CONFIRM_SECONDS", 2 * CHECK)
     async with running_worker(temporal_client, tmp_path, ScriptedModel(_answer)) as h:
         original = await h.agents.start("to-recover", AgentOptions(model=scripted_model()))
         await original.run("hello", timeout=20)

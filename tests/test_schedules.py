@@ -12,8 +12,8 @@ import pytest
 from temporalio.client import Client, ScheduleOverlapPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+import agentcore.client.agent as durable_agent
 from agentcore import AgentOptions
-from agentcore import client as client_module
 from agentcore.cli import run
 from agentcore.errors import ScheduleNotFoundError, ValidationError
 from agentcore.messages import UserMessage
@@ -109,7 +109,7 @@ async def test_terminate_ends_a_conversation_no_worker_runs(
 ) -> None:
     """An operator terminates a conversation whose workers are gone: it cannot name its schedules,
     and is terminated all the same (its schedules go when they next fire)."""
-    monkeypatch.setattr(client_module, "TERMINATE_ASK_SECONDS", 1.0)
+    monkeypatch.setattr(durable_agent, "TERMINATE_ASK_SECONDS", 1.0)
     async with running_worker(temporal_client, tmp_path, echo_model()) as h:
         agent = await h.agents.start("sched-orphan", AgentOptions(model=scripted_model()))
         await agent.schedule("hourly", every="1h")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-import agentcore.client as client_module
+import agentcore.client.calls as client_calls
 from agentcore import AgentOptions
 from agentcore.client import AgentClient, DurableAgent
 from agentcore.web import serve_web
@@ -407,9 +407,9 @@ async def _opened_then_worker_gone(
         agent = await agents.start(f"web-{uuid.uuid4().hex[:8]}", AgentOptions(model=web.model))
         await browser.get(f"{web.url}/c/{agent.session_id}")
         await browser.wait_for(OPENED)
-    monkeypatch.setattr(client_module, "WORKER_CHECK_SECONDS", 0.5)
-    monkeypatch.setattr(client_module, "WORKER_GONE_SECONDS", 1.0)
-    monkeypatch.setattr(client_module, "WORKER_CONFIRM_SECONDS", 1.0)
+    monkeypatch.setattr(client_calls, "WORKER_CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(client_calls, "WORKER_GONE_SECONDS", 1.0)
+    monkeypatch.setattr(client_calls, "WORKER_CONFIRM_SECONDS", 1.0)
     return agent, lambda: create_worker(web.agents.client, task_queue=queue, sessions_dir=sessions)
 
 

@@ -20,7 +20,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-import agentcore.client as client_module
+import agentcore.client.calls as client_calls
 from agentcore import AgentOptions, WorkflowTaskFailingError
 from agentcore.errors import WORKFLOW_TASK_FAILING
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text
@@ -53,7 +53,7 @@ class _FailOnSignal(Interceptor):
 async def test_a_command_refused_for_a_failing_workflow_task_raises_a_typed_error_and_a_wait_waits(
     temporal_client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "UPDATE_REFUSED_RETRY_SECONDS", 2.0)
+    monkeypatch.setattr(client_calls, "UPDATE_REFUSED_RETRY_SECONDS", 2.0)
     model = ScriptedModel(lambda context: text("fine"))
     async with running_worker(temporal_client, tmp_path, model, interceptors=[_FailOnSignal()]) as h:
         agent = await h.agents.start("failing-task", AgentOptions(model=scripted_model()))

@@ -17,7 +17,6 @@ from temporalio.envconfig import ClientConfigProfile, ClientConfigTLS
 
 from .codec import EncryptedPayloadConverter
 from .payloads import with_payload_store
-from .search_attributes import search_attribute_keys as search_attribute_keys  # its old home
 
 
 class AgentcorePayloadConverter(PydanticPayloadConverter):
