@@ -114,53 +114,78 @@ class LlmActivities:
 
     @activity.defn(name="llm.stream")  # don't rename: recorded in histories
     async def stream(self, inp: StreamInput) -> StreamResult:
-        info = activity.info()
         key = inp.result_entry_id
-        attempt = info.attempt + inp.prior_attempts
+        attempt = activity.info().attempt + inp.prior_attempts
         # The call an earlier attempt of this call still runs here (its result or heartbeats did not
         # reach the server during a network cut, and the server gave up on it): carried on from here.
         call = self._adopt(key)
         if call is None and key in self._finished:
             return await self._reuse(inp, attempt)
         if call is not None:
-            publisher = _DeltaPublisher(self.publish_interval, call_id=key, attempt=attempt)
-            publisher.take_over(call.publisher)
-            call.publisher = publisher
-            if inp.entries:  # again (appends are idempotent by id): durable before the answer is
-                await self._beating(self.store.write(inp.session_id, inp.create, self._appending(inp)))
-            if not call.task.done():
-                await publisher.tick()  # the deltas held since the earlier attempt go out now
+            await self._take_over(inp, call, attempt)
         else:
-
-            def prepare(storage: JsonlSessionStorage) -> AssistantMessage | LlmContext:
-                # Not synced yet: the workflow keeps these entries until this activity succeeds, and
-                # every successful return below syncs first (the result's append, or ``sync()``).
-                storage.append_entries(inp.entries, sync=False)
-                done = storage.get_entry(inp.result_entry_id)
-                if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
-                    storage.sync()
-                    return done.message
-                context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
-                # Not validated again: the messages come validated from the store, the specs from
-                # the registry (validating a long context's messages costs as much as converting them).
-                return LlmContext.model_construct(
-                    system_prompt=inp.system_prompt,
-                    messages=context.messages if inp.leaf_id else [],
-                    tools=self.tools.describe(inp.tool_names)[0],
-                )
-
-            prepared = await self._beating(self.store.write(inp.session_id, inp.create, prepare))
-            if isinstance(prepared, AssistantMessage):
-                return StreamResult(message=prepared, attempt=attempt)
-            report_context = model_context_seen.get()
-            if report_context is not None:
-                report_context(prepared)
-            publisher = _DeltaPublisher(self.publish_interval, call_id=key, attempt=attempt)
-            if attempt > 1:
-                publisher.announce_retry(attempt, self._failures.pop(inp.result_entry_id, None))
-            call = self._start_call(inp, prepared, publisher)
-            self._calls[key] = call
+            started = await self._begin(inp, attempt)
+            if isinstance(started, StreamResult):
+                return started
+            call = started
         owner = call.owner = object()
+        await self._follow(call, key, owner)
+        message = self._final_message(inp, call)
+        if call.owner is not owner:
+            # A later attempt of this call took it over (this one's result would not be taken): it
+            # writes and reports the answer.
+            return StreamResult(message=message, attempt=attempt)
+        if self._calls.get(key) is call:
+            del self._calls[key]
+        return await self._conclude(inp, call, message, attempt)
+
+    async def _take_over(self, inp: StreamInput, call: _Call, attempt: int) -> None:
+        """Carry on an earlier attempt's call: its deltas go out through this attempt's publisher."""
+        publisher = _DeltaPublisher(self.publish_interval, call_id=inp.result_entry_id, attempt=attempt)
+        publisher.take_over(call.publisher)
+        call.publisher = publisher
+        if inp.entries:  # again (appends are idempotent by id): durable before the answer is
+            await self._beating(self.store.write(inp.session_id, inp.create, self._appending(inp)))
+        if not call.task.done():
+            await publisher.tick()  # the deltas held since the earlier attempt go out now
+
+    async def _begin(self, inp: StreamInput, attempt: int) -> _Call | StreamResult:
+        """Start the model call on the context the session file holds, or return the answer the
+        file already has under the result id (the worker died after writing it)."""
+        prepared = await self._beating(
+            self.store.write(inp.session_id, inp.create, lambda storage: self._prepare(storage, inp))
+        )
+        if isinstance(prepared, AssistantMessage):
+            return StreamResult(message=prepared, attempt=attempt)
+        report_context = model_context_seen.get()
+        if report_context is not None:
+            report_context(prepared)
+        publisher = _DeltaPublisher(self.publish_interval, call_id=inp.result_entry_id, attempt=attempt)
+        if attempt > 1:
+            publisher.announce_retry(attempt, self._failures.pop(inp.result_entry_id, None))
+        call = self._start_call(inp, prepared, publisher)
+        self._calls[inp.result_entry_id] = call
+        return call
+
+    def _prepare(self, storage: JsonlSessionStorage, inp: StreamInput) -> AssistantMessage | LlmContext:
+        # Not synced yet: the workflow keeps these entries until this activity succeeds, and
+        # every successful return of ``stream`` syncs first (the result's append, or ``sync()``).
+        storage.append_entries(inp.entries, sync=False)
+        done = storage.get_entry(inp.result_entry_id)
+        if isinstance(done, MessageEntry) and isinstance(done.message, AssistantMessage):
+            storage.sync()
+            return done.message
+        context = storage.build_context(inp.leaf_id) if inp.leaf_id else storage.build_context()
+        # Not validated again: the messages come validated from the store, the specs from
+        # the registry (validating a long context's messages costs as much as converting them).
+        return LlmContext.model_construct(
+            system_prompt=inp.system_prompt,
+            messages=context.messages if inp.leaf_id else [],
+            tools=self.tools.describe(inp.tool_names)[0],
+        )
+
+    async def _follow(self, call: _Call, key: str, owner: object) -> None:
+        """Wait for the call to end (``_wait_call``), forgetting it if it failed."""
         try:
             await self._wait_call(call, key, owner)
         except asyncio.CancelledError:
@@ -169,20 +194,17 @@ class LlmActivities:
             if self._calls.get(key) is call:  # the call failed: the next attempt makes it afresh
                 del self._calls[key]
             raise
-        message = self._final_message(inp, call)
-        if call.owner is not owner:
-            # A later attempt of this call took it over (this one's result would not be taken): it
-            # writes and reports the answer.
-            return StreamResult(message=message, attempt=attempt)
-        if self._calls.get(key) is call:
-            del self._calls[key]
+
+    async def _conclude(
+        self, inp: StreamInput, call: _Call, message: AssistantMessage, attempt: int
+    ) -> StreamResult:
+        """The call's outcome: a retryable failure raised, an overflow reported, else its message
+        recorded in the session file; buffered deltas are delivered (or dropped) either way."""
         retry = None if call.signal.aborted else call.state["retry"]
         try:
             if retry is not None:
                 activity.logger.warning(
-                    "model call attempt %d failed, to be retried: %s",
-                    info.attempt + inp.prior_attempts,
-                    message.error_message,
+                    "model call attempt %d failed, to be retried: %s", attempt, message.error_message
                 )
                 self._failures[inp.result_entry_id] = message.error_message or str(retry)
                 if len(self._failures) > KEPT_SESSIONS:
@@ -193,7 +215,7 @@ class LlmActivities:
                 await self._sync(inp)
                 return StreamResult(message=message, overflow=True, attempt=attempt)
             if not call.signal.aborted:
-                self._remember(key, message)
+                self._remember(inp.result_entry_id, message)
             message = await self._beating(
                 self.store.write(inp.session_id, None, lambda storage: self._record(storage, inp, message))
             )

@@ -324,21 +324,14 @@ class _Run:
                         yield event
                 pending = []
 
-                assistant: AssistantMessage | None = resume
                 if resume is not None:
+                    assistant = resume
                     resume = None  # its tool calls run now; the message is in the context already
                 else:
-                    if self.config.compact_context is not None and not self.signal.aborted:
-                        async for event in self._compact(self.config.compact_context):
-                            yield event
-                    async for event in self.stream_response():
+                    answers: list[AssistantMessage] = []
+                    async for event in self._answer(answers):
                         yield event
-                        if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
-                            assistant = event.message
-                    assert assistant is not None
-                    self.messages.append(assistant)
-                    self.new_messages.append(assistant)
-                assert assistant is not None
+                    assistant = answers[0]
 
                 if assistant.stop_reason in ("error", "aborted"):
                     yield TurnEndEvent(message=assistant, tool_results=[])
@@ -366,6 +359,22 @@ class _Run:
             if not pending:
                 break
         yield AgentEndEvent(messages=self.new_messages)
+
+    async def _answer(self, answers: list[AssistantMessage]) -> AsyncIterator[AgentEvent]:
+        """The model's next answer (compacting the context first if asked to): its events, then the
+        message appended to the context and to ``answers``."""
+        if self.config.compact_context is not None and not self.signal.aborted:
+            async for event in self._compact(self.config.compact_context):
+                yield event
+        assistant: AssistantMessage | None = None
+        async for event in self.stream_response():
+            yield event
+            if isinstance(event, MessageEndEvent) and isinstance(event.message, AssistantMessage):
+                assistant = event.message
+        assert assistant is not None
+        self.messages.append(assistant)
+        self.new_messages.append(assistant)
+        answers.append(assistant)
 
     async def _poll(self, getter: GetMessages | None) -> list[Message]:
         # pi checks the abort before it polls: an aborted run must not take queued messages it will

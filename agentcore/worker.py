@@ -113,6 +113,14 @@ def create_worker(
             "the client carries an AgentcorePlugin: give tools, MCP servers, stream_fn, get_api_key, "
             "payloads_dir and metrics to the plugin, not to create_worker"
         )
+    _tune(worker_options, replay_slots)
+    worker = AgentWorker(client, task_queue=task_queue, **worker_options)
+    worker.mcp = plugin.mcp
+    return worker
+
+
+def _tune(worker_options: dict[str, Any], replay_slots: int | None) -> None:
+    """agentcore's defaults for the ``Worker`` options not given: slots, sticky queue, thread pool."""
     # Workflow tasks are CPU-bound Python: more of them at once than a few per core adds no
     # throughput, only makes each slower; after a worker crash the survivor replays many histories
     # at once, and with 100 in flight each overran the 10 s workflow task timeout, again and again.
@@ -143,9 +151,6 @@ def create_worker(
     worker_options.setdefault(
         "activity_executor", concurrent.futures.ThreadPoolExecutor(max_workers=activity_slots)
     )
-    worker = AgentWorker(client, task_queue=task_queue, **worker_options)
-    worker.mcp = plugin.mcp
-    return worker
 
 
 def _fixed_slots(count: int | None) -> FixedSizeSlotSupplier:

@@ -7,6 +7,7 @@ import base64
 import os
 import urllib.error
 import urllib.request
+from email.message import Message
 from pathlib import Path
 
 import orjson
@@ -64,16 +65,17 @@ def test_key_from_the_environment() -> None:
 
 def _post(
     url: str, body: bytes, origin: str = "http://localhost:8233", bearer: str | None = None
-) -> tuple[int, dict[str, str], bytes]:
+) -> tuple[int, Message, bytes]:
     headers = {"Content-Type": "application/json", "Origin": origin}
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    # The reply's headers as a Message: looked up by name in any case, as HTTP names them.
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
+            return response.status, response.headers, response.read()
     except urllib.error.HTTPError as err:
-        return err.code, dict(err.headers), err.read()
+        return err.code, err.headers, err.read()
 
 
 async def test_history_holds_no_prompt_in_clear_and_the_codec_server_decodes_it(

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.errors import EXECUTION_ERROR, AgentError
     from agentcore.events import AgentEvent, ToolExecutionUpdateEvent
     from agentcore.messages import TextContent, ToolCall, UserMessage
+    from agentcore.model import Model
     from agentcore.protocol import (
         SIGNAL_ACTIVITY_EVENTS,
         SIGNAL_DECIDE_APPROVAL,
@@ -76,48 +77,8 @@ async def run_subagent(
         return refused
     child_id = subagent_session_id(conversation.session_id, call.id)
     model = sub.model
-    child = ConversationInput(
-        session_id=child_id,
-        config=ConversationConfig(
-            system_prompt=sub.system_prompt,
-            model=model,
-            thinking_level=sub.thinking_level,
-            tool_names=list(sub.tool_names),
-            tool_execution=sub.tool_execution,
-            max_tokens=sub.max_tokens,
-            temperature=sub.temperature,
-            compaction=conversation.config.compaction,
-        ),
-        limits=conversation.limits,
-        session_metadata={
-            PARENT_SESSION_METADATA_KEY: {"id": conversation.session_id, "tool_call_id": call.id},
-            "subagent": spec.name,
-        },
-        pending_run=PendingRun(
-            id=call.id,
-            kind="prompt",
-            messages=[UserMessage(content=[TextContent(text=call.arguments["task"])], timestamp=now_ms())],
-        ),
-        search_attributes=conversation.search_attributes,
-        subagent=SubagentRun(
-            parent_session_id=conversation.session_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            depth=depth,
-            max_depth=limit,
-        ),
-    )
-    search_attributes = None
-    if conversation.search_attributes:
-        keys = search_attribute_keys()
-        search_attributes = TypedSearchAttributes(
-            [
-                SearchAttributePair(keys[AGENT_SESSION_ID], child_id),
-                SearchAttributePair(keys[AGENT_MODEL], f"{model.provider}/{model.id}"),
-                SearchAttributePair(keys[AGENT_STATUS], "running"),
-            ]
-        )
+    child = _child_input(conversation, spec, call, child_id, depth, limit)
+    search_attributes = _child_search_attributes(conversation, child_id, model)
     # Waited for from before its start: the child may report a call awaiting approval in the very
     # activation that resolves its start (signals are applied first), and a report from a child not
     # waited for is dropped (``subagent_approvals``).
@@ -165,6 +126,63 @@ async def run_subagent(
         del conversation.subagents_waiting[child_id]
         conversation.approvals.set_child_pending(child_id, [])
         conversation._set_details()
+
+
+def _child_input(
+    conversation: ConversationState, spec: ToolSpec, call: ToolCall, child_id: str, depth: int, limit: int
+) -> ConversationInput:
+    """The child conversation's input: the sub-agent's configuration, ``call``'s task as its first
+    prompt, and where it stands under its parent."""
+    sub = spec.subagent
+    assert sub is not None
+    return ConversationInput(
+        session_id=child_id,
+        config=ConversationConfig(
+            system_prompt=sub.system_prompt,
+            model=sub.model,
+            thinking_level=sub.thinking_level,
+            tool_names=list(sub.tool_names),
+            tool_execution=sub.tool_execution,
+            max_tokens=sub.max_tokens,
+            temperature=sub.temperature,
+            compaction=conversation.config.compaction,
+        ),
+        limits=conversation.limits,
+        session_metadata={
+            PARENT_SESSION_METADATA_KEY: {"id": conversation.session_id, "tool_call_id": call.id},
+            "subagent": spec.name,
+        },
+        pending_run=PendingRun(
+            id=call.id,
+            kind="prompt",
+            messages=[UserMessage(content=[TextContent(text=call.arguments["task"])], timestamp=now_ms())],
+        ),
+        search_attributes=conversation.search_attributes,
+        subagent=SubagentRun(
+            parent_session_id=conversation.session_id,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            depth=depth,
+            max_depth=limit,
+        ),
+    )
+
+
+def _child_search_attributes(
+    conversation: ConversationState, child_id: str, model: Model
+) -> TypedSearchAttributes | None:
+    """The child's search attributes, when its parent's conversations have them."""
+    if not conversation.search_attributes:
+        return None
+    keys = search_attribute_keys()
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(keys[AGENT_SESSION_ID], child_id),
+            SearchAttributePair(keys[AGENT_MODEL], f"{model.provider}/{model.id}"),
+            SearchAttributePair(keys[AGENT_STATUS], "running"),
+        ]
+    )
 
 
 class ParentProgress:

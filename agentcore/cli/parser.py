@@ -215,14 +215,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentcore", description="A durable LLM agent runtime on Temporal.")
     parser.add_argument("--version", action=_Version, help="print the version and exit")
     _common(parser, suppress=False)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = _Commands(parser)
+    # In this order in ``agentcore --help``.
+    _add_dev(command)
+    _add_worker(command)
+    _add_chat(command)
+    _add_web(command)
+    _add_message_commands(command)
+    _add_conversation_commands(command)
+    _add_session_commands(command)
+    add_tree_commands(command)
+    add_approval_commands(command)
+    _add_codec_server(command)
+    return parser
 
-    def command(name: str, handler: str, help: str, *, connects: bool = True) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
+
+class _Commands:
+    """``command(name, handler, help)``: a command's subparser, with the common flags after the
+    command and its handler (``"module:function"``, imported when the command runs)."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self._commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def __call__(
+        self, name: str, handler: str, help: str, *, connects: bool = True
+    ) -> argparse.ArgumentParser:
+        sub = self._commands.add_parser(name, help=help, description=help)
         _common(sub, suppress=True, connects=connects)
         sub.set_defaults(handler=LazyCommand(handler))
         return sub
 
+
+def _add_dev(command: _Commands) -> None:
     dev = command("dev", "dev:run_dev", "embedded Temporal dev server + worker + interactive demo chat")
     dev.add_argument("--port", type=int, default=7233, help="Temporal frontend port (0: any free port)")
     dev.add_argument("--ui-port", type=int, default=8233, help="Web UI port (0: any free port)")
@@ -245,6 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_options(dev)
     _mcp_options(dev)
 
+
+def _add_worker(command: _Commands) -> None:
     worker = command("worker", "dev:run_worker", "a worker for the conversations on a Temporal cluster")
     worker.add_argument("--demo-model", action="store_true", help="also serve the offline demo model")
     worker.add_argument(
@@ -284,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _mcp_options(worker)
 
+
+def _add_chat(command: _Commands) -> None:
     chat = command("chat", "commands:cmd_chat", "talk to a conversation (started with the demo tools if new)")
     chat.add_argument("session", nargs="?", help="session id (default: a new one)")
     chat.add_argument(
@@ -295,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(chat)
 
+
+def _add_web(command: _Commands) -> None:
     web = command("web", "web:cmd_web", "the web chat: list, start and talk to conversations in a browser")
     add_web_options(web, port_flags=("--port", "--web-port"))
     web.add_argument(
@@ -307,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_options(web)
 
+
+def _add_message_commands(command: _Commands) -> None:
+    """``send``, ``steer``, ``follow-up``, ``clear``, ``abort``: what a running conversation is told."""
     send = command("send", "commands:cmd_send", "prompt a running conversation")
     send.add_argument("session")
     send.add_argument("text")
@@ -338,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     abort.add_argument("session")
     abort.add_argument("--reason")
 
+
+def _add_conversation_commands(command: _Commands) -> None:
+    """``state``, ``schedule``, ``terminate``, ``events``: one conversation's state, schedules, end, events."""
     state = command("state", "commands:cmd_state", "a conversation's state")
     state.add_argument("session")
     add_output_option(state)
@@ -376,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
 
+
+def _add_session_commands(command: _Commands) -> None:
+    """``sessions``, ``recover``, ``export``: the conversations listed, and their session files."""
     sessions = command(
         "sessions", "commands:cmd_sessions", "list conversations: status, model, messages, cost"
     )
@@ -391,9 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("target", metavar="SESSION_OR_PATH")
     export.add_argument("-o", "--output", help="write to this file instead of stdout")
 
-    add_tree_commands(command)
-    add_approval_commands(command)
 
+def _add_codec_server(command: _Commands) -> None:
     codec = command(
         "codec-server",
         "commands:cmd_codec_server",
@@ -409,7 +447,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the token callers send (AGENTCORE_CODEC_TOKEN; generated when not given): "
         "Authorization: Bearer, X-Codec-Token, or the endpoint http://HOST:PORT/TOKEN",
     )
-    return parser
 
 
 def add_tree_commands(make: Callable[[str, str, str], argparse.ArgumentParser]) -> None:

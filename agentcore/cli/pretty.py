@@ -19,7 +19,7 @@ import io
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import ANSI, FormattedText
@@ -33,7 +33,8 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
-from ..events import AgentEvent
+from ..events import AgentEvent, ToolExecutionEndEvent
+from ..messages import AssistantMessage
 from ..tools import tool_result_text
 from .render import describe_wakeup, format_arguments
 
@@ -160,30 +161,42 @@ class RichPrinter:
             body, title=title, title_align="left", border_style="red" if is_error else "blue", expand=False
         )
 
+    def _delta(self, delta: dict[str, Any]) -> None:
+        kind, text = delta.get("type"), str(delta.get("delta") or "")
+        if kind == "text_delta" and text:
+            self._text += text
+            self._wait_for(None)
+        elif kind == "thinking_delta" and text:
+            self._thinking += text
+            self._wait_for("thinking")
+        elif kind == "toolcall_start":
+            self._wait_for("preparing a tool call")
+
+    def _answer_end(self, message: AssistantMessage) -> None:
+        self._finish_text()
+        self._wait_for(None)
+        if message.stop_reason == "aborted":
+            self.line("  aborted: the turn was stopped; the conversation goes on")
+        elif message.stop_reason == "error":
+            self.console.print(Text(f"  model error: {message.error_message or 'unknown'}", style="bold red"))
+
+    def _tool_end(self, event: ToolExecutionEndEvent) -> None:
+        self._tools.pop(event.tool_call_id, None)
+        args = self._tool_args.pop(event.tool_call_id, None)
+        self.console.print(
+            self._tool_panel(event.tool_name, args, tool_result_text(event.result), event.is_error)
+        )
+        if not self._tools:
+            self._wait_for("thinking")
+
     def handle(self, event: AgentEvent) -> bool:
         self._start_live()
         if event.type == "agent_start" or event.type == "turn_start":
             self._wait_for("thinking")
         elif event.type == "message_update":
-            delta = event.assistant_message_event
-            kind, text = delta.get("type"), str(delta.get("delta") or "")
-            if kind == "text_delta" and text:
-                self._text += text
-                self._wait_for(None)
-            elif kind == "thinking_delta" and text:
-                self._thinking += text
-                self._wait_for("thinking")
-            elif kind == "toolcall_start":
-                self._wait_for("preparing a tool call")
+            self._delta(event.assistant_message_event)
         elif event.type == "message_end" and event.message.role == "assistant":
-            self._finish_text()
-            self._wait_for(None)
-            if event.message.stop_reason == "aborted":
-                self.line("  aborted: the turn was stopped; the conversation goes on")
-            elif event.message.stop_reason == "error":
-                self.console.print(
-                    Text(f"  model error: {event.message.error_message or 'unknown'}", style="bold red")
-                )
+            self._answer_end(event.message)
         elif event.type == "tool_execution_start":
             self._tools[event.tool_call_id] = (event.tool_name, "")
             self._tool_args[event.tool_call_id] = event.args
@@ -199,13 +212,7 @@ class RichPrinter:
             reason = f": {event.reason}" if event.reason else ""
             self.line(f"  {event.decision}{reason}")
         elif event.type == "tool_execution_end":
-            self._tools.pop(event.tool_call_id, None)
-            args = self._tool_args.pop(event.tool_call_id, None)
-            self.console.print(
-                self._tool_panel(event.tool_name, args, tool_result_text(event.result), event.is_error)
-            )
-            if not self._tools:
-                self._wait_for("thinking")
+            self._tool_end(event)
         elif event.type == "llm_retry":
             self._text = self._thinking = ""  # the failed attempt's text is void
             self.line(f"  model call failed, retrying (attempt {event.attempt}): {event.error_message or ''}")

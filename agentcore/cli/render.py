@@ -8,6 +8,7 @@ from typing import Any, TextIO
 import orjson
 
 from ..events import AgentEvent, WakeupFiredEvent
+from ..messages import AssistantMessage
 from ..protocol import DurableState
 from ..session import SessionStats
 from ..tools import tool_result_text
@@ -66,18 +67,9 @@ class EventPrinter:
 
     def handle(self, event: AgentEvent) -> bool:
         if event.type == "message_update":
-            delta = event.assistant_message_event
-            if delta.get("type") == "text_delta" and delta.get("delta"):
-                if not self._in_text:
-                    self._write(f"{self.assistant_label}> ")
-                    self._in_text = True
-                self._write(str(delta["delta"]))
+            self._delta(event.assistant_message_event)
         elif event.type == "message_end" and event.message.role == "assistant":
-            self._end_text()
-            if event.message.stop_reason == "aborted":
-                self.line("  [aborted: the turn was stopped; the conversation goes on]")
-            elif event.message.stop_reason == "error":
-                self.line(f"  [model error: {event.message.error_message or 'unknown'}]")
+            self._answer_end(event.message)
         elif event.type == "tool_execution_start":
             self.line(f"  -> {event.tool_name}({format_arguments(event.args)})")
         elif event.type == "tool_execution_update":
@@ -102,6 +94,20 @@ class EventPrinter:
             self._end_text()
             return True
         return False
+
+    def _delta(self, delta: dict[str, Any]) -> None:
+        if delta.get("type") == "text_delta" and delta.get("delta"):
+            if not self._in_text:
+                self._write(f"{self.assistant_label}> ")
+                self._in_text = True
+            self._write(str(delta["delta"]))
+
+    def _answer_end(self, message: AssistantMessage) -> None:
+        self._end_text()
+        if message.stop_reason == "aborted":
+            self.line("  [aborted: the turn was stopped; the conversation goes on]")
+        elif message.stop_reason == "error":
+            self.line(f"  [model error: {message.error_message or 'unknown'}]")
 
 
 def format_state(state: DurableState, stats: SessionStats | None = None) -> str:

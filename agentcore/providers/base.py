@@ -17,6 +17,7 @@ turn each SSE event into builder calls. Everything else is here, written once:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import itertools
 import logging
@@ -338,27 +339,18 @@ async def drive_sse(
     api_key: str | None,
 ) -> AsyncIterator[StreamEvent]:
     """Run one streaming request to its single final event. Never raises (except cancellation)."""
-    provider = builder.model.provider
     signal: AbortSignal | None = options.signal
     yield builder.start()
     if signal is not None and signal.aborted:
         yield builder.aborted()
         return
-    try:
-        request = build_request()
-    except ProviderFailure as failure:
-        yield builder.failed(failure, api_key)
-        return
-    except Exception as exc:  # a bug in request building must still end the stream properly
-        logger.exception("building the %s request failed", provider)
-        yield builder.failed(
-            ProviderFailure(provider, f"could not build request: {exc}", retryable=False, kind="config"),
-            api_key,
-        )
+    request = _build_request(builder, build_request, api_key)
+    if not isinstance(request, HttpRequest):
+        yield request  # why it could not be built
         return
 
     queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
-    producer = asyncio.create_task(_produce(request, provider, queue))
+    producer = asyncio.create_task(_produce(request, builder.model.provider, queue))
 
     def on_abort() -> None:
         # Wake the consumer at once and tear the connection down; don't wait for the next chunk.
@@ -367,53 +359,92 @@ async def drive_sse(
 
     remove_listener = signal.add_listener(on_abort) if signal is not None else None
     try:
-        while True:
-            item = await queue.get()
-            if item is _ABORTED or (signal is not None and signal.aborted):
-                await _settle(producer)
-                yield builder.aborted()
-                return
-            if isinstance(item, ProviderFailure):
-                yield builder.failed(item, api_key)
-                return
-            try:
-                if isinstance(item, list):
-                    for sse in item:
-                        for event in handler.on_event(sse):
-                            yield event
-                        if handler.finished:
-                            return
-                        if signal is not None and signal.aborted:
-                            break  # the abort sentinel is already queued
-                else:  # _END: the body ended without the protocol's terminator
-                    for event in handler.on_end_of_stream():
-                        yield event
-                    return
-            except ProviderFailure as failure:
-                yield builder.failed(failure, api_key)
-                return
-            except Exception as exc:
-                logger.exception("parsing the %s stream failed", provider)
-                garbled = ProviderFailure(
-                    provider, f"could not parse stream: {exc}", retryable=False, kind="stream"
-                )
-                yield builder.failed(garbled, api_key)
-                return
+        async with contextlib.aclosing(
+            _consume(builder, handler, queue, producer, signal, api_key)
+        ) as events:
+            async for event in events:
+                yield event
     finally:
         if remove_listener is not None:
             remove_listener()
+        await _release(handler, producer)
+
+
+def _build_request(
+    builder: PartialMessageBuilder, build_request: Callable[[], HttpRequest], api_key: str | None
+) -> HttpRequest | StreamEvent:
+    """The request, or the stream's final event saying why it could not be built."""
+    provider = builder.model.provider
+    try:
+        return build_request()
+    except ProviderFailure as failure:
+        return builder.failed(failure, api_key)
+    except Exception as exc:  # a bug in request building must still end the stream properly
+        logger.exception("building the %s request failed", provider)
+        return builder.failed(
+            ProviderFailure(provider, f"could not build request: {exc}", retryable=False, kind="config"),
+            api_key,
+        )
+
+
+async def _consume(
+    builder: PartialMessageBuilder,
+    handler: SseHandler,
+    queue: asyncio.Queue[_QueueItem],
+    producer: asyncio.Task[None],
+    signal: AbortSignal | None,
+    api_key: str | None,
+) -> AsyncGenerator[StreamEvent, None]:
+    """The events of what the producer queues, to the stream's final one."""
+    provider = builder.model.provider
+    while True:
+        item = await queue.get()
+        if item is _ABORTED or (signal is not None and signal.aborted):
+            await _settle(producer)
+            yield builder.aborted()
+            return
+        if isinstance(item, ProviderFailure):
+            yield builder.failed(item, api_key)
+            return
         try:
-            if handler.finished and not producer.done():
-                # The body ends right after the protocol's terminator: let the producer read it to
-                # the end so the connection goes back to the pool. Cancelling it there can catch
-                # httpcore between end-of-message and releasing the connection, which leaves the
-                # connection ACTIVE for good (measured: every call against a zero-latency server
-                # leaked one, and a worker's 101st model call failed with PoolTimeout).
-                await asyncio.wait({producer}, timeout=_DRAIN_SECONDS)
-        finally:
-            if not producer.done():
-                producer.cancel()
-                await _settle(producer)
+            if isinstance(item, list):
+                for sse in item:
+                    for event in handler.on_event(sse):
+                        yield event
+                    if handler.finished:
+                        return
+                    if signal is not None and signal.aborted:
+                        break  # the abort sentinel is already queued
+            else:  # _END: the body ended without the protocol's terminator
+                for event in handler.on_end_of_stream():
+                    yield event
+                return
+        except ProviderFailure as failure:
+            yield builder.failed(failure, api_key)
+            return
+        except Exception as exc:
+            logger.exception("parsing the %s stream failed", provider)
+            garbled = ProviderFailure(
+                provider, f"could not parse stream: {exc}", retryable=False, kind="stream"
+            )
+            yield builder.failed(garbled, api_key)
+            return
+
+
+async def _release(handler: SseHandler, producer: asyncio.Task[None]) -> None:
+    """Let the producer finish reading a stream that ended, else stop it."""
+    try:
+        if handler.finished and not producer.done():
+            # The body ends right after the protocol's terminator: let the producer read it to
+            # the end so the connection goes back to the pool. Cancelling it there can catch
+            # httpcore between end-of-message and releasing the connection, which leaves the
+            # connection ACTIVE for good (measured: every call against a zero-latency server
+            # leaked one, and a worker's 101st model call failed with PoolTimeout).
+            await asyncio.wait({producer}, timeout=_DRAIN_SECONDS)
+    finally:
+        if not producer.done():
+            producer.cancel()
+            await _settle(producer)
 
 
 async def _settle(task: asyncio.Task[None]) -> None:

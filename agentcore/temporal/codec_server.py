@@ -18,21 +18,30 @@ It decrypts for whoever may call it, so it is guarded like the web chat:
 - It binds 127.0.0.1 unless told otherwise. ``GET /health`` answers without a token (and decodes
   nothing) for health checks.
 
-Stdlib ``http.server`` in a thread: decoding is a few AES calls, no event loop is needed, and a
-blocking server can run beside a worker's asyncio loop without sharing it.
+A Starlette app, served by uvicorn on a thread of its own (with its own event loop): it can run
+beside a worker's asyncio loop without sharing it, and decoding (a few AES calls) runs in Starlette's
+thread pool, so one large request holds up no other.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
+import uvicorn
 from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from temporalio.api.common.v1 import Payload, Payloads
 
 from .codec import EncryptionCodec, EncryptionKeyError
@@ -41,108 +50,130 @@ DEFAULT_ORIGINS = ("http://localhost:8233", "http://127.0.0.1:8233", "http://loc
 CODEC_TOKEN_ENV = "AGENTCORE_CODEC_TOKEN"
 TOKEN_HEADER = "X-Codec-Token"
 _MAX_BODY = 64 * 1024 * 1024
+_START_TIMEOUT_SECONDS = 10.0
 
 
-def _handler(codec: EncryptionCodec, origins: Sequence[str], token: str) -> type[BaseHTTPRequestHandler]:
+def _reply(status: HTTPStatus, message: str) -> JSONResponse:
+    return JSONResponse({"message": message}, status_code=status)
+
+
+class _BodyTooLarge(Exception):
+    """The request's body is larger than ``_MAX_BODY``."""
+
+
+async def _read_body(request: Request) -> bytes:
+    """The body, refused past ``_MAX_BODY`` whether or not it says its length up front."""
+    if int(request.headers.get("Content-Length") or 0) > _MAX_BODY:
+        raise _BodyTooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > _MAX_BODY:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def codec_app(codec: EncryptionCodec, origins: Sequence[str], token: str) -> Starlette:
+    """The codec endpoint as an ASGI app: ``/decode`` and ``/encode`` for callers with ``token``,
+    from ``origins`` (``"*"``: any), and ``/health``."""
     allowed = set(origins)
     expected = token.encode()
+    transforms: dict[str, Callable[[Sequence[Payload]], list[Payload]]] = {
+        "/decode": codec.decode_sync,
+        "/encode": codec.encode_sync,
+    }
 
     def valid(candidate: str | None) -> bool:
         return candidate is not None and secrets.compare_digest(candidate.encode(), expected)
 
-    class CodecHandler(BaseHTTPRequestHandler):
-        server_version = "agentcore-codec"
+    def route(request: Request) -> tuple[str, bool]:
+        """The path without a leading token segment, and whether a valid token came with it."""
+        path = request.url.path.rstrip("/")
+        scheme, _, bearer = request.headers.get("Authorization", "").partition(" ")
+        authorized = (scheme.lower() == "bearer" and valid(bearer.strip())) or valid(
+            request.headers.get(TOKEN_HEADER)
+        )
+        first, _, rest = path.lstrip("/").partition("/")
+        if rest and valid(first):
+            return "/" + rest, True
+        return path, authorized
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # one line per UI request would drown the worker's own output
-
-        def _cors(self) -> None:
-            origin = self.headers.get("Origin")
-            if origin and ("*" in allowed or origin in allowed):
-                self.send_header("Access-Control-Allow-Origin", origin)
-                self.send_header("Access-Control-Allow-Credentials", "true")
-                self.send_header("Access-Control-Allow-Methods", "POST, OPTIONS")
-                self.send_header(
-                    "Access-Control-Allow-Headers",
-                    f"Content-Type, X-Namespace, Authorization, {TOKEN_HEADER}",
-                )
-                self.send_header("Vary", "Origin")
-
-        def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self._cors()
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_OPTIONS(self) -> None:  # noqa: N802 - http.server's naming
-            self.send_response(HTTPStatus.OK)
-            self._cors()
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def do_GET(self) -> None:  # noqa: N802
-            if self.path.split("?", 1)[0].rstrip("/") == "/health":
-                self._reply(HTTPStatus.OK, {"status": "ok"})
-            else:
-                self._reply(HTTPStatus.NOT_FOUND, {"message": "POST /decode or /encode"})
-
-        def _route(self) -> tuple[str, bool]:
-            """The path without a leading token segment, and whether a valid token came with it."""
-            path = self.path.split("?", 1)[0].rstrip("/")
-            scheme, _, bearer = self.headers.get("Authorization", "").partition(" ")
-            authorized = (scheme.lower() == "bearer" and valid(bearer.strip())) or valid(
-                self.headers.get(TOKEN_HEADER)
+    async def transform(request: Request) -> Response:
+        # The CORS middleware only withholds its headers from another site: the request is refused.
+        origin = request.headers.get("Origin")
+        if origin is not None and "*" not in allowed and origin not in allowed:
+            return _reply(HTTPStatus.FORBIDDEN, f"requests from {origin} are refused")
+        path, authorized = route(request)
+        if not authorized:
+            return _reply(
+                HTTPStatus.UNAUTHORIZED,
+                f"send the codec token (Authorization: Bearer, {TOKEN_HEADER}, or /TOKEN/decode)",
             )
-            first, _, rest = path.lstrip("/").partition("/")
-            if rest and valid(first):
-                return "/" + rest, True
-            return path, authorized
+        operation = transforms.get(path)
+        if operation is None:
+            return _reply(HTTPStatus.NOT_FOUND, f"no route {request.url.path}; use /decode or /encode")
+        try:
+            body = await _read_body(request)
+        except _BodyTooLarge:
+            return _reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "body too large")
+        try:
+            result = await run_in_threadpool(_apply, operation, body)
+        except json_format.ParseError as err:
+            return _reply(HTTPStatus.BAD_REQUEST, f"not a Payloads JSON body: {err}")
+        except EncryptionKeyError as err:
+            return _reply(HTTPStatus.BAD_REQUEST, str(err))
+        except Exception:  # a payload that fails authentication: tampered, or another key
+            return _reply(HTTPStatus.BAD_REQUEST, "a payload could not be decrypted")
+        return JSONResponse(json_format.MessageToDict(result))
 
-        def do_POST(self) -> None:  # noqa: N802
-            origin = self.headers.get("Origin")
-            if origin is not None and "*" not in allowed and origin not in allowed:
-                self._reply(HTTPStatus.FORBIDDEN, {"message": f"requests from {origin} are refused"})
-                return
-            path, authorized = self._route()
-            if not authorized:
-                self._reply(
-                    HTTPStatus.UNAUTHORIZED,
-                    {
-                        "message": f"send the codec token (Authorization: Bearer, {TOKEN_HEADER}, or /TOKEN/decode)"
-                    },
-                )
-                return
-            transform: Callable[[Sequence[Payload]], list[Payload]] | None = {
-                "/decode": codec.decode_sync,
-                "/encode": codec.encode_sync,
-            }.get(path)
-            if transform is None:
-                self._reply(
-                    HTTPStatus.NOT_FOUND, {"message": f"no route {self.path}; use /decode or /encode"}
-                )
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > _MAX_BODY:
-                self._reply(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"message": "body too large"})
-                return
-            try:
-                payloads = json_format.Parse(self.rfile.read(length) or b"{}", Payloads())
-                result = Payloads(payloads=transform(list(payloads.payloads)))
-            except json_format.ParseError as err:
-                self._reply(HTTPStatus.BAD_REQUEST, {"message": f"not a Payloads JSON body: {err}"})
-                return
-            except EncryptionKeyError as err:
-                self._reply(HTTPStatus.BAD_REQUEST, {"message": str(err)})
-                return
-            except Exception:  # a payload that fails authentication: tampered, or another key
-                self._reply(HTTPStatus.BAD_REQUEST, {"message": "a payload could not be decrypted"})
-                return
-            self._reply(HTTPStatus.OK, json_format.MessageToDict(result))
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
 
-    return CodecHandler
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            # Any path: the token may come as its first segment (``/TOKEN/decode``).
+            Route("/{path:path}", transform, methods=["POST"]),
+        ],
+        middleware=[
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(origins),
+                allow_credentials=True,
+                allow_methods=["POST", "OPTIONS"],
+                allow_headers=["Content-Type", "X-Namespace", "Authorization", TOKEN_HEADER],
+            )
+        ],
+        exception_handlers={404: _elsewhere, 405: _elsewhere},
+    )
+
+
+async def _elsewhere(request: Request, exc: Exception) -> Response:
+    # Any GET but /health is not found (as /decode, the one other route, is POSTed).
+    status = HTTPStatus.NOT_FOUND
+    if isinstance(exc, HTTPException) and request.method != "GET":
+        status = HTTPStatus(exc.status_code)
+    return _reply(status, "POST /decode or /encode")
+
+
+def _apply(operation: Callable[[Sequence[Payload]], list[Payload]], body: bytes) -> Payloads:
+    payloads = json_format.Parse(body or b"{}", Payloads())
+    return Payloads(payloads=operation(list(payloads.payloads)))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    # Bound here, not when serving starts: a port taken fails the constructor, and port 0's choice
+    # is known at once (``url``).
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class CodecServer:
@@ -160,14 +191,18 @@ class CodecServer:
         token: str | None = None,
     ) -> None:
         self.token = token or secrets.token_urlsafe(32)
-        self._server = ThreadingHTTPServer((host, port), _handler(codec, origins, self.token))
-        self._server.daemon_threads = True
+        self._socket = _bind(host, port)
+        # One line per UI request would drown the worker's own output: no access log.
+        config = uvicorn.Config(
+            codec_app(codec, origins, self.token), log_level="warning", access_log=False, lifespan="off"
+        )
+        self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
+        host, port = self._socket.getsockname()[:2]
+        return f"http://{host}:{port}"
 
     @property
     def endpoint(self) -> str:
@@ -175,16 +210,22 @@ class CodecServer:
         return f"{self.url}/{self.token}"
 
     def start(self) -> CodecServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="codec-server", daemon=True)
+        """Serve from a daemon thread; returns once the server accepts requests."""
+        self._thread = threading.Thread(target=self.serve_forever, name="codec-server", daemon=True)
         self._thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT_SECONDS
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the codec server did not start on {self.url}")
+            time.sleep(0.01)
         return self
 
     def serve_forever(self) -> None:
-        self._server.serve_forever()
+        self._server.run(sockets=[self._socket])
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        self._socket.close()
