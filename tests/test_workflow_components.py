@@ -258,6 +258,7 @@ def test_seen_ids_are_bounded_and_an_empty_id_is_never_seen() -> None:
     inbox, _ = _inbox()
     inbox.remember("")
     assert not inbox.seen("")
+    assert inbox.first_time("a") and inbox.seen("a") and not inbox.first_time("a")
     for n in range(SEEN_IDS_KEPT + 1):
         inbox.remember(str(n))
     assert not inbox.seen("0") and inbox.seen("1") and len(inbox.seen_ids) == SEEN_IDS_KEPT
@@ -341,9 +342,9 @@ def test_a_run_is_indexed_as_running_only_once_it_outlasts_its_task() -> None:
     visibility, _, _ = _visibility()
     visibility.run_started(10)
     assert visibility.run_started_at == 10
-    assert not visibility.running_due(10) and visibility.running_due(11)
+    assert not visibility.running_due(lambda: 10) and visibility.running_due(lambda: 11)
     visibility.run_indexed()
-    assert not visibility.running_due(12)
+    assert not visibility.running_due(lambda: 12)
     visibility.defer()
     assert visibility.deferred
     visibility.index(IndexValues("idle", "p/m", 1, 0.0))

@@ -57,12 +57,11 @@ class CommandHandlers(ConversationState):
         return self._accept_prompt(request)
 
     def _accept_prompt(self, request: PromptRequest) -> Accepted:
-        if self.inbox.seen(request.id):
-            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
-        self.inbox.remember(request.id)
+        if not self.inbox.first_time(request.id):
+            return self._accepted(request.id, duplicate=True)
         self.inbox.count_messages(len(request.messages))
         self.runs.request(PendingRun(id=request.id, kind="prompt", messages=list(request.messages)))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @prompt.validator
     def _validate_prompt(self, request: PromptRequest) -> None:
@@ -79,25 +78,23 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="continue")
     async def continue_(self, request: CommandRequest) -> Accepted:
-        if self.inbox.seen(request.id):
-            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
-        self.inbox.remember(request.id)
-        last = self.transcript.last_message
-        if isinstance(last, AssistantMessage):
-            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt;
-            # steering taken as the prompt skips the run's first steering poll (one at a time).
-            steering = self._take_steering()
-            self.runs.request(
-                PendingRun(
-                    id=request.id,
-                    kind="prompt",
-                    messages=steering or self._take_follow_up(),
-                    skip_initial_steering_poll=bool(steering),
-                )
-            )
-        else:
-            self.runs.request(PendingRun(id=request.id, kind="continue"))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        if not self.inbox.first_time(request.id):
+            return self._accepted(request.id, duplicate=True)
+        self.runs.request(self._continued_run(request.id))
+        return self._accepted(request.id)
+
+    def _continued_run(self, request_id: str) -> PendingRun:
+        """pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt;
+        steering taken as the prompt skips the run's first steering poll (one at a time)."""
+        if not isinstance(self.transcript.last_message, AssistantMessage):
+            return PendingRun(id=request_id, kind="continue")
+        steering = self._take_steering()
+        return PendingRun(
+            id=request_id,
+            kind="prompt",
+            messages=steering or self._take_follow_up(),
+            skip_initial_steering_poll=bool(steering),
+        )
 
     @continue_.validator
     def _validate_continue(self, request: CommandRequest) -> None:
@@ -117,8 +114,7 @@ class CommandHandlers(ConversationState):
 
     @workflow.update(name="reset")
     async def reset(self, request: CommandRequest) -> Accepted:
-        if not self.inbox.seen(request.id):
-            self.inbox.remember(request.id)
+        if self.inbox.first_time(request.id):
             self.transcript.reset()
             # A new root: the settings the conversation keeps go on it, so the file alone rebuilds it.
             self._record_settings_off_path(BranchResult())
@@ -141,7 +137,7 @@ class CommandHandlers(ConversationState):
             self.config.model = request.model
             self.transcript.add(ModelChangeEntry(model=request.model))
             self._set_details()
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_model.validator
     def _validate_set_model(self, request: SetModelRequest) -> None:
@@ -152,7 +148,7 @@ class CommandHandlers(ConversationState):
         if self.config.thinking_level != request.thinking_level:
             self.config.thinking_level = request.thinking_level
             self.transcript.add(ThinkingLevelChangeEntry(thinking_level=request.thinking_level))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_thinking_level.validator
     def _validate_set_thinking_level(self, request: SetThinkingLevelRequest) -> None:
@@ -165,7 +161,7 @@ class CommandHandlers(ConversationState):
             raise _refuse(errors.TOOL_NOT_FOUND, f"No worker registers the tool(s): {', '.join(unknown)}")
         self.config.tools = specs
         self.transcript.add(ActiveToolsChangeEntry(active_tools=list(request.tools)))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_tools.validator
     def _validate_set_tools(self, request: SetToolsRequest) -> None:
@@ -181,7 +177,7 @@ class CommandHandlers(ConversationState):
             self.transcript.add(
                 CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=request.system_prompt)
             )
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_system_prompt.validator
     def _validate_set_system_prompt(self, request: SetSystemPromptRequest) -> None:
@@ -257,7 +253,7 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="queue_steering")
     async def queue_steering(self, item: QueuedMessage) -> Accepted:
         self._queue_steering(item)
-        return Accepted(id=item.id, message_count=self.transcript.message_count)
+        return self._accepted(item.id)
 
     @queue_steering.validator
     def _validate_queue_steering(self, item: QueuedMessage) -> None:
@@ -267,7 +263,7 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="queue_follow_up")
     async def queue_follow_up(self, item: QueuedMessage) -> Accepted:
         self._queue_follow_up(item)
-        return Accepted(id=item.id, message_count=self.transcript.message_count)
+        return self._accepted(item.id)
 
     @queue_follow_up.validator
     def _validate_queue_follow_up(self, item: QueuedMessage) -> None:
@@ -309,9 +305,8 @@ class CommandHandlers(ConversationState):
         """Empty the steering and/or follow-up queue; returns what it removed (pi's
         ``clearSteeringQueue`` / ``clearFollowUpQueue`` / ``clearAllQueues``). A queued message
         reaches the session file only when a run takes it, so nothing is written or recorded."""
-        if self.inbox.seen(request.id):
+        if not self.inbox.first_time(request.id):
             return QueuesState()  # applied already: a resent clear must not empty what came since
-        self.inbox.remember(request.id)
         removed = self.inbox.clear(request.queue)
         self._set_details()
         return removed

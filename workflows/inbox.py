@@ -98,6 +98,13 @@ class Inbox:
     def seen(self, request_id: str) -> bool:
         return bool(request_id) and request_id in self._seen
 
+    def first_time(self, request_id: str) -> bool:
+        """Whether a command is new (not seen yet); remembered from now on."""
+        if self.seen(request_id):
+            return False
+        self.remember(request_id)
+        return True
+
     def remember(self, request_id: str) -> None:
         if not request_id:
             return

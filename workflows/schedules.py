@@ -90,7 +90,7 @@ class ScheduleHandlers(ConversationState):
     @workflow.update(name="delete_schedule")
     async def delete_schedule(self, request: DeleteScheduleRequest) -> Accepted:
         await self._delete_schedules([request.schedule_id])
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @delete_schedule.validator
     def _validate_delete_schedule(self, request: DeleteScheduleRequest) -> None:

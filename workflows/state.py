@@ -2,7 +2,7 @@
 
 The handlers of the mixins (``commands.py``, ``tree.py``, ...) are registered by Temporal as if they
 were written on ``ConversationWorkflow``; they hold no state of their own: it lives in the components
-this class declares (``event_log.py`` lists them) and in the few run fields below.
+this class declares (``event_log.py`` lists them), beside the settings, transcript and stats.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.messages import AssistantMessage, Message, ToolCall
     from agentcore.protocol import (
         ROLLING_OVER,
+        Accepted,
         ActivityEvents,
         BranchResult,
         ConversationConfig,
@@ -62,8 +63,8 @@ DESCRIBE_TOOLS_ACTIVITY = "tools.describe"  # don't rename: recorded in historie
 
 
 class ConversationState:
-    """What a conversation holds between events: its components, and the state of its runs.
-    ``ConversationWorkflow.__init__`` sets every field."""
+    """What a conversation holds between events: its settings, transcript and stats, and the
+    components that hold the rest. ``ConversationWorkflow.__init__`` sets every field."""
 
     task_guard: TaskGuard
     # The components (``event_log.py`` says what each holds).
@@ -83,8 +84,7 @@ class ConversationState:
     # Pending wake-ups, soonest first (``wakeups.py``).
     wakeups: PendingWakeups
     schedules: list[RecurringMessage]
-    # Tool calls waiting for a person (``workflows/approvals.py``); the lock keeps their waits from
-    # writing the same entries twice at once.
+    # Tool calls waiting for a person (``workflows/approvals.py``).
     approvals: ApprovalGate
     _flush: Callable[[], Awaitable[None]]
     _continue_as_new_due: Callable[[], bool]
@@ -117,7 +117,7 @@ class ConversationState:
         the task it started in (a quick answer) goes straight to its idle upsert: one upsert, not two
         (each is a history event and a visibility write)."""
         while True:
-            await workflow.wait_condition(lambda: self.visibility.running_due(self.runtime.task()))
+            await workflow.wait_condition(lambda: self.visibility.running_due(self.runtime.task))
             self.visibility.run_indexed()
             self._index()
 
@@ -166,6 +166,12 @@ class ConversationState:
             self.transcript.add(ActiveToolsChangeEntry(active_tools=names))
         if (result.system_prompt or "") != config.system_prompt:
             self.transcript.add(CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=config.system_prompt))
+
+    def _accepted(self, request_id: str, *, duplicate: bool = False) -> Accepted:
+        """An update's answer: accepted (or a duplicate of one), with the conversation's message count."""
+        if duplicate:
+            return Accepted(id=request_id, status="duplicate", message_count=self.transcript.message_count)
+        return Accepted(id=request_id, message_count=self.transcript.message_count)
 
     def _refuse_if_rolling_over(self) -> None:
         if self.runs.rolling_over:

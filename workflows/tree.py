@@ -186,7 +186,7 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="set_label")
     async def set_label(self, request: LabelRequest) -> Accepted:
         self.transcript.add(LabelEntry(target_id=request.target_entry_id, label=request.label or None))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_label.validator
     def _validate_set_label(self, request: LabelRequest) -> None:
@@ -204,7 +204,7 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="set_session_name")
     async def set_session_name(self, request: SessionNameRequest) -> Accepted:
         self.transcript.add(SessionInfoEntry(name=request.name))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_session_name.validator
     def _validate_set_session_name(self, request: SessionNameRequest) -> None:

@@ -115,9 +115,10 @@ class Visibility:
         self._run_unindexed = True
         self._run_started_at = task
 
-    def running_due(self, task: int) -> bool:
-        """Whether the run going on outlasted the workflow task it started in, unindexed yet."""
-        return self._run_unindexed and task > self._run_started_at
+    def running_due(self, task: Callable[[], int]) -> bool:
+        """Whether the run going on outlasted the workflow task it started in (``task``: the current
+        one's number, asked only while a run waits to be indexed), unindexed yet."""
+        return self._run_unindexed and task() > self._run_started_at
 
     def run_indexed(self) -> None:
         """The run is indexed now (as running, or idle at its end): no running upsert is due for it."""

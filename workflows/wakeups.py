@@ -83,10 +83,9 @@ class WakeupHandlers(ConversationState):
 
     @workflow.update(name="cancel_wakeup")
     async def cancel_wakeup(self, request: CancelWakeupRequest) -> Accepted:
-        if not self.inbox.seen(request.id):
-            self.inbox.remember(request.id)
+        if self.inbox.first_time(request.id):
             self._cancel_wakeup(request.wakeup_id, "cancelled")
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @cancel_wakeup.validator
     def _validate_cancel_wakeup(self, request: CancelWakeupRequest) -> None:
