@@ -78,8 +78,6 @@ from .wakeups import WakeupHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
-# Entries a run's last workflow task made wait this long for the next run to write them (see
-# ``_defer_flush``).
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -354,12 +352,8 @@ class ConversationWorkflow(
                 self.streaming.start(event.message)
         elif event.type == "message_end":
             self.streaming.end()
-            result = self.runtime.result_entry
-            if result is not None and result.message is event.message:
-                self.runtime.result_entry = None
-                self.transcript.add_message(event.message, written_as=result.entry_id)
-            else:
-                self.transcript.add_message(event.message)
+            # None unless the model call's activity wrote the message itself (then not again).
+            self.transcript.add_message(event.message, written_as=self.runtime.written_as(event.message))
             if isinstance(event.message, AssistantMessage):
                 self.streaming.record_retry(self.transcript.entry_ids[-1])
             self.stats = add_message_to_stats(self.stats, event.message)

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallEnd,
         ToolCallStart,
     )
-    from agentcore.messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
+    from agentcore.messages import AssistantMessage, Message, TextContent, ThinkingContent, ToolCall
     from agentcore.model import Model
     from agentcore.protocol import (
         ConversationLimits,
@@ -123,12 +123,12 @@ class TemporalRuntime:
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         # The last llm.stream call's message and entry id: the activity wrote it, so the workflow
-        # must not queue it a second time.
-        self.result_entry: ResultEntry | None = None
+        # must not queue it a second time (``written_as``).
+        self._result_entry: ResultEntry | None = None
         # The model call in flight (its result entry id) and the newest attempt whose deltas were
         # taken (``takes_events_of``).
-        self.model_call: str | None = None
-        self.model_call_attempt = 0
+        self._model_call: str | None = None
+        self._model_call_attempt = 0
 
     def now_ms(self) -> int:
         return now_ms()
@@ -137,10 +137,19 @@ class TemporalRuntime:
         """Whether a batch of a model call's deltas goes to subscribers: only the call in flight's,
         from its newest attempt so far. A batch that arrives late (an attempt the server gave up on
         during a network cut, or a call that has ended) would show text the answer does not hold."""
-        if call_id != self.model_call or attempt < self.model_call_attempt:
+        if call_id != self._model_call or attempt < self._model_call_attempt:
             return False
-        self.model_call_attempt = attempt
+        self._model_call_attempt = attempt
         return True
+
+    def written_as(self, message: Message) -> str | None:
+        """The entry id the last model call's activity wrote ``message`` under, once (None for any
+        other message: the workflow queues it for writing)."""
+        result = self._result_entry
+        if result is None or result.message is not message:
+            return None
+        self._result_entry = None
+        return result.entry_id
 
     def new_id(self) -> str:
         return new_id()
@@ -176,9 +185,9 @@ class TemporalRuntime:
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
         finally:
-            self.model_call = None  # its deltas from now on are late
+            self._model_call = None  # its deltas from now on are late
         message = result.message
-        self.result_entry = entry
+        self._result_entry = entry
         shown = conversation.streamed_message(deltas_only=True)
         if shown is None or _visible(shown) != _visible(message):
             # Subscribers end with exactly the answer, whatever path the call took. Nothing shown:
@@ -227,7 +236,7 @@ class TemporalRuntime:
             create=conversation.session_create(),
             compact_on_overflow=compact_on_overflow and conversation.compaction_enabled(),
         )
-        self.model_call, self.model_call_attempt = result_entry_id, 0
+        self._model_call, self._model_call_attempt = result_entry_id, 0
         handle = _start_cancellable(
             LLM_ACTIVITY,
             activity_input,
