@@ -1,10 +1,9 @@
 """Property: the conversation's event log keeps the longest tail within its count and byte bounds,
-whatever mix of publishes and bounds came before (``ConversationState`` is the stream's only writer:
-it sizes each event once, when it publishes it, and carries the sizes from call to call)."""
+whatever mix of publishes and bounds came before (``EventLog`` is the stream's only writer: it sizes
+each event once, when it publishes it, and carries the sizes from call to call)."""
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from hypothesis import given, settings
@@ -12,16 +11,19 @@ from hypothesis import strategies as st
 from temporalio.api.common.v1 import Payload
 
 from agentcore.protocol import ConversationLimits
-from agentcore.workflows.state import ConversationState
+from agentcore.workflows.event_log import EventLog
 
 
 class _Log:
-    """What the state asks of ``WorkflowStream`` and its topic handle: ``publish`` and ``truncate``
-    (the stream's own need a running workflow); it keeps the log the way the stream does."""
+    """What the log asks of ``WorkflowStream`` and its topic handle: ``topic``, ``publish`` and
+    ``truncate`` (the stream's own need a running workflow); it keeps the log the way the stream does."""
 
     def __init__(self) -> None:
         self.items: list[Payload] = []
         self.base_offset = 0
+
+    def topic(self, name: str) -> _Log:
+        return self
 
     def publish(self, payload: Payload) -> None:
         self.items.append(payload)
@@ -32,16 +34,8 @@ class _Log:
         self.base_offset = up_to_offset
 
 
-def _state(log: _Log, limits: ConversationLimits) -> ConversationState:
-    state = ConversationState.__new__(ConversationState)
-    state.stream = log  # type: ignore[assignment]
-    state.events = log
-    state.limits = limits
-    state._event_offset = 0
-    state._log_sizes = deque()
-    state._log_bytes = 0
-    state._held_events = []
-    return state
+def _state(log: _Log, limits: ConversationLimits) -> EventLog:
+    return EventLog(log, limits)  # type: ignore[arg-type]
 
 
 def _expected_cut(log: list[Payload], end: int, max_events: int, max_bytes: int) -> int:
@@ -75,15 +69,15 @@ def test_the_log_keeps_the_longest_tail_within_both_bounds(
     for kind, arg in steps:
         if kind == "publish":
             for length in arg:
-                state._append(Payload(data=b"x" * length))
+                state.append(Payload(data=b"x" * length))
         else:
             keep, keep_bytes = arg
             bounds = (max_events, max_bytes) if keep is None else (keep, keep_bytes)
             # Events not yet released count as the log's newest (the cut releases them first).
-            items = log.items + state._held_events
+            items = log.items + state.held
             end = log.base_offset + len(items)
             expected = _expected_cut(items, end, *bounds)
-            state._truncate_events(keep, keep_bytes)
+            state.truncate(keep, keep_bytes)
             assert log.base_offset == max(expected, end - len(items))
-        assert state._event_offset == log.base_offset + len(log.items) + len(state._held_events)
-        assert state._log_bytes == sum(item.ByteSize() for item in log.items + state._held_events)
+        assert state.offset == log.base_offset + len(log.items) + len(state.held)
+        assert state.retained_bytes == sum(item.ByteSize() for item in log.items + state.held)

@@ -10,7 +10,6 @@ APPROVAL_ALREADY_RESOLVED, INVALID_PARAMETERS) before anything reaches history.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -43,7 +42,6 @@ from .state import ConversationState, _refuse
 
 class ApprovalHandlers(ConversationState):
     def _approval_gate(self, inp: ConversationInput) -> ApprovalGate:
-        self._flush_lock = asyncio.Lock()
         return ApprovalGate(
             wait_until=self._wait_for_decision,
             on_requested=self._approval_requested,
@@ -56,8 +54,8 @@ class ApprovalHandlers(ConversationState):
         """The request entry (and whatever precedes it) is written before the wait begins, so the
         session file holds it while the conversation waits: a conversation recovered from the file
         asks again."""
-        async with self._flush_lock:
-            if self.transcript.unwritten and not self.write_blocked:
+        async with self.session.lock:
+            if self.transcript.unwritten and not self.session.blocked:
                 await self._flush()
 
     async def _wait_for_decision(self, decided: Callable[[], bool], timeout: float | None) -> bool:
@@ -80,18 +78,18 @@ class ApprovalHandlers(ConversationState):
         none ran, so the next run asks for them all again, keeping their request time and expiry
         (``ConversationInput.pending_approvals``). A run must have grown half the limit itself, so
         a run that resumed calls never sets them aside again at once."""
-        if self.subagent is not None:
+        if self.subagents.run is not None:
             return False  # a sub-agent's conversation is its parent's call: it ends with its run
-        if self.subagents_waiting:
+        if self.subagents.waiting:
             return False  # a child workflow of this run is going: the run waits for it whole
         waiting = {pending.tool_call_id for pending in self.approvals.pending()}
         length = self.runtime.task()
         return (
             bool(waiting)
-            and waiting == self.pending_tool_calls
-            and not self.batch_ended
+            and waiting == self.runs.tool_calls
+            and not self.runs.batch_ended
             and self._continue_as_new_due()
-            and length - self._run_started_at >= self.limits.continue_as_new_after_events // 2
+            and length - self.visibility.run_started_at >= self.limits.continue_as_new_after_events // 2
         )
 
     def _approval_requested(self, pending: PendingApproval) -> None:

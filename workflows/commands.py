@@ -50,9 +50,6 @@ with workflow.unsafe.imports_passed_through():
 
 from .state import ConversationState, _refuse
 
-# ``prompt_and_wait`` calls whose start is kept while their run goes on (the oldest give way).
-WAITING_PROMPTS_KEPT = 100
-
 
 class CommandHandlers(ConversationState):
     @workflow.update(name="prompt")
@@ -60,72 +57,69 @@ class CommandHandlers(ConversationState):
         return self._accept_prompt(request)
 
     def _accept_prompt(self, request: PromptRequest) -> Accepted:
-        if self._seen(request.id):
-            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
-        self._remember(request.id)
-        self._count_messages(len(request.messages))
-        self.pending_run = PendingRun(id=request.id, kind="prompt", messages=list(request.messages))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        if not self.inbox.first_time(request.id):
+            return self._accepted(request.id, duplicate=True)
+        self.inbox.count_messages(len(request.messages))
+        self.runs.request(PendingRun(id=request.id, kind="prompt", messages=list(request.messages)))
+        return self._accepted(request.id)
 
     @prompt.validator
     def _validate_prompt(self, request: PromptRequest) -> None:
-        if self._seen(request.id):
+        if self.inbox.seen(request.id):
             return
         self._refuse_if_rolling_over()
-        if self._busy():
+        if self.runs.busy:
             raise _refuse(
                 errors.AGENT_BUSY, "Agent is already processing a prompt. Use steer() or follow_up()."
             )
         if not request.messages:
             raise _refuse(errors.VALIDATION_ERROR, "messages: a prompt needs at least one message")
-        self._check_rate(len(request.messages))
+        self.inbox.check_rate(len(request.messages))
 
     @workflow.update(name="continue")
     async def continue_(self, request: CommandRequest) -> Accepted:
-        if self._seen(request.id):
-            return Accepted(id=request.id, status="duplicate", message_count=self.transcript.message_count)
-        self._remember(request.id)
-        last = self.transcript.last_message
-        if isinstance(last, AssistantMessage):
-            # pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt;
-            # steering taken as the prompt skips the run's first steering poll (one at a time).
-            steering = self._take_steering()
-            self.pending_run = PendingRun(
-                id=request.id,
-                kind="prompt",
-                messages=steering or self._take_follow_up(),
-                skip_initial_steering_poll=bool(steering),
-            )
-        else:
-            self.pending_run = PendingRun(id=request.id, kind="continue")
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        if not self.inbox.first_time(request.id):
+            return self._accepted(request.id, duplicate=True)
+        self.runs.request(self._continued_run(request.id))
+        return self._accepted(request.id)
+
+    def _continued_run(self, request_id: str) -> PendingRun:
+        """pi's rule: from an assistant tail, queued steering (else follow-ups) runs as a prompt;
+        steering taken as the prompt skips the run's first steering poll (one at a time)."""
+        if not isinstance(self.transcript.last_message, AssistantMessage):
+            return PendingRun(id=request_id, kind="continue")
+        steering = self._take_steering()
+        return PendingRun(
+            id=request_id,
+            kind="prompt",
+            messages=steering or self._take_follow_up(),
+            skip_initial_steering_poll=bool(steering),
+        )
 
     @continue_.validator
     def _validate_continue(self, request: CommandRequest) -> None:
-        if self._seen(request.id):
+        if self.inbox.seen(request.id):
             return
         self._refuse_if_rolling_over()
-        if self._busy():
+        if self.runs.busy:
             raise _refuse(errors.AGENT_BUSY, "Agent is already processing. Wait for it to finish.")
         last = self.transcript.last_message
         if last is None:
             raise _refuse(errors.INVALID_MESSAGE_ROLE, "No messages to continue from")
-        if isinstance(last, AssistantMessage) and not self.steering and not self.follow_up:
+        if isinstance(last, AssistantMessage) and self.inbox.queued == (0, 0):
             raise _refuse(errors.INVALID_MESSAGE_ROLE, "Cannot continue from message role: assistant")
         # A run adds at least its answer: refused when the conversation (with what is queued) is full
         # or the minute's messages are spent.
-        self._check_rate(1)
+        self.inbox.check_rate(1)
 
     @workflow.update(name="reset")
     async def reset(self, request: CommandRequest) -> Accepted:
-        if not self._seen(request.id):
-            self._remember(request.id)
+        if self.inbox.first_time(request.id):
             self.transcript.reset()
             # A new root: the settings the conversation keeps go on it, so the file alone rebuilds it.
             self._record_settings_off_path(BranchResult())
-            self.steering.clear()
-            self.follow_up.clear()
-            self.error_message = None
+            self.inbox.clear()
+            self.runs.note_error(None)
             # Stats keep counting: they are the session file's, which keeps every entry (SessionStats).
             self._cancel_all_wakeups("reset")
             await self._delete_all_schedules()
@@ -134,7 +128,7 @@ class CommandHandlers(ConversationState):
 
     @reset.validator
     def _validate_reset(self, request: CommandRequest) -> None:
-        if not self._seen(request.id) and self._busy():
+        if not self.inbox.seen(request.id) and self.runs.busy:
             raise _refuse(errors.AGENT_BUSY, "Cannot reset while the agent is running; abort it first.")
 
     @workflow.update(name="set_model")
@@ -143,7 +137,7 @@ class CommandHandlers(ConversationState):
             self.config.model = request.model
             self.transcript.add(ModelChangeEntry(model=request.model))
             self._set_details()
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_model.validator
     def _validate_set_model(self, request: SetModelRequest) -> None:
@@ -154,7 +148,7 @@ class CommandHandlers(ConversationState):
         if self.config.thinking_level != request.thinking_level:
             self.config.thinking_level = request.thinking_level
             self.transcript.add(ThinkingLevelChangeEntry(thinking_level=request.thinking_level))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_thinking_level.validator
     def _validate_set_thinking_level(self, request: SetThinkingLevelRequest) -> None:
@@ -167,7 +161,7 @@ class CommandHandlers(ConversationState):
             raise _refuse(errors.TOOL_NOT_FOUND, f"No worker registers the tool(s): {', '.join(unknown)}")
         self.config.tools = specs
         self.transcript.add(ActiveToolsChangeEntry(active_tools=list(request.tools)))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_tools.validator
     def _validate_set_tools(self, request: SetToolsRequest) -> None:
@@ -183,7 +177,7 @@ class CommandHandlers(ConversationState):
             self.transcript.add(
                 CustomEntry(custom_type=SYSTEM_PROMPT_CUSTOM_TYPE, data=request.system_prompt)
             )
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_system_prompt.validator
     def _validate_set_system_prompt(self, request: SetSystemPromptRequest) -> None:
@@ -196,16 +190,15 @@ class CommandHandlers(ConversationState):
         the session file within ``FLUSH_DELAY`` or with the next run, as for a turn read by its
         events (``wait_for_idle`` waits for the file too): waiting for the write would cost every
         such turn one more activity or workflow task."""
-        since = self.waiting_prompts.get(request.id)
+        since = self.inbox.waiting_since(request.id)
         if since is None:  # (else sent again after the run before this one continued as new)
             accepted = self._accept_prompt(request)
             if accepted.status == "duplicate":
                 return Idle(id=request.id, status="duplicate", message_count=accepted.message_count)
-            since = self.waiting_prompts[request.id] = accepted.message_count
-            while len(self.waiting_prompts) > WAITING_PROMPTS_KEPT:  # (callers that went away)
-                del self.waiting_prompts[next(iter(self.waiting_prompts))]
+            since = accepted.message_count
+            self.inbox.wait_for_run(request.id, since)
         idle = await self._until_idle(request.id, since, written=False)
-        self.waiting_prompts.pop(request.id, None)
+        self.inbox.done_waiting(request.id)
         return idle
 
     @prompt_and_wait.validator
@@ -225,29 +218,31 @@ class CommandHandlers(ConversationState):
 
         def ready() -> bool:
             return (
-                self.initialized
-                and not self._busy()
-                and (not written or not self.transcript.unwritten or self.write_blocked)
+                self.runs.initialized
+                and not self.runs.busy
+                and (not written or not self.transcript.unwritten or self.session.blocked)
             )
 
         # Entries waiting for the next run are written now, while someone waits for them.
         if written:
-            self.idle_waiters += 1
+            self.session.waiter_came()
         try:
             await workflow.wait_condition(
-                lambda: ready() or self.import_error is not None or self.rolling_over
+                lambda: ready() or self.session.import_error is not None or self.runs.rolling_over
             )
         finally:
             if written:
-                self.idle_waiters -= 1
-        if self.import_error is not None:
-            self.waiting_prompts.pop(request_id, None)
-            raise _refuse(self.import_error.type or errors.SESSION_ERROR, self.import_error.message)
+                self.session.waiter_left()
+        if (error := self.session.import_error) is not None:
+            self.inbox.done_waiting(request_id)
+            raise _refuse(error.type or errors.SESSION_ERROR, error.message)
         if not ready():
             self._refuse_if_rolling_over()
         if written and self.transcript.unwritten:
             # The entries are kept; the next run tries again. Waiting would never end meanwhile.
-            raise _refuse(errors.SESSION_ERROR, self.error_message or "the session file cannot be written")
+            raise _refuse(
+                errors.SESSION_ERROR, self.runs.error_message or "the session file cannot be written"
+            )
         idle = Idle(id=request_id, message_count=self.transcript.message_count)
         if since is not None:
             # What a client that waited for the run's end reads next, without a query.
@@ -258,22 +253,22 @@ class CommandHandlers(ConversationState):
     @workflow.update(name="queue_steering")
     async def queue_steering(self, item: QueuedMessage) -> Accepted:
         self._queue_steering(item)
-        return Accepted(id=item.id, message_count=self.transcript.message_count)
+        return self._accepted(item.id)
 
     @queue_steering.validator
     def _validate_queue_steering(self, item: QueuedMessage) -> None:
-        if not self._seen(item.id):
-            self._check_rate(1)
+        if not self.inbox.seen(item.id):
+            self.inbox.check_rate(1)
 
     @workflow.update(name="queue_follow_up")
     async def queue_follow_up(self, item: QueuedMessage) -> Accepted:
         self._queue_follow_up(item)
-        return Accepted(id=item.id, message_count=self.transcript.message_count)
+        return self._accepted(item.id)
 
     @queue_follow_up.validator
     def _validate_queue_follow_up(self, item: QueuedMessage) -> None:
-        if not self._seen(item.id):
-            self._check_rate(1)
+        if not self.inbox.seen(item.id):
+            self.inbox.check_rate(1)
 
     # The signals came first (clients send the updates above now); kept for the histories that
     # recorded them, and for whoever signals by hand (the Temporal Web UI, `temporal workflow
@@ -290,49 +285,35 @@ class CommandHandlers(ConversationState):
             self._queue_follow_up(item)
 
     def _within_limits(self, item: QueuedMessage, signal: str) -> bool:
-        if self._seen(item.id):
+        if self.inbox.seen(item.id):
             return True  # applied already: queuing it again is a no-op
-        refusal = self._refusal(1)
+        refusal = self.inbox.refusal(1)
         if refusal is not None:
             workflow.logger.warning("%s signal dropped (%s): %s", signal, errors.RATE_LIMITED, refusal)
         return refusal is None
 
     def _queue_steering(self, item: QueuedMessage) -> None:
-        if not self._seen(item.id):
-            self._remember(item.id)
-            self._count_messages(1)
-            self.steering.append(item)
+        if self.inbox.queue_steering(item):
             # Calls waiting for approval are denied: the user said something else instead.
             self.approvals.deny_all(STEERED_REASON)
 
     def _queue_follow_up(self, item: QueuedMessage) -> None:
-        if not self._seen(item.id):
-            self._remember(item.id)
-            self._count_messages(1)
-            self.follow_up.append(item)
+        self.inbox.queue_follow_up(item)
 
     @workflow.update(name="clear_queues")
     async def clear_queues(self, request: ClearQueuesRequest) -> QueuesState:
         """Empty the steering and/or follow-up queue; returns what it removed (pi's
         ``clearSteeringQueue`` / ``clearFollowUpQueue`` / ``clearAllQueues``). A queued message
         reaches the session file only when a run takes it, so nothing is written or recorded."""
-        if self._seen(request.id):
+        if not self.inbox.first_time(request.id):
             return QueuesState()  # applied already: a resent clear must not empty what came since
-        self._remember(request.id)
-        removed = QueuesState()
-        if request.queue in ("steering", "all"):
-            removed.steering = list(self.steering)
-            self.steering.clear()
-        if request.queue in ("follow_up", "all"):
-            removed.follow_up = list(self.follow_up)
-            self.follow_up.clear()
+        removed = self.inbox.clear(request.queue)
         self._set_details()
         return removed
 
     @workflow.signal(name="abort")
     def abort(self, request: AbortRequest) -> None:
-        if self.abort_signal is not None:
-            self.abort_signal.abort(request.reason or "aborted by user")
+        if self.runs.abort(request.reason or "aborted by user"):
             self._set_details()
 
     @workflow.signal(name="activity_events")
@@ -362,27 +343,28 @@ class CommandHandlers(ConversationState):
             messages=messages,
             first_message_index=self.transcript.first_message_index + skipped,
             message_count=self.transcript.message_count,
-            is_streaming=self.running,
+            is_streaming=self.runs.running,
             streaming_message=self._streaming_partial(),
-            pending_tool_calls=sorted(self.pending_tool_calls),
-            error_message=self.error_message,
+            pending_tool_calls=sorted(self.runs.tool_calls),
+            error_message=self.runs.error_message,
             status=self._status(),
             pending_approvals=self.approvals.pending(),
-            steering_queue_length=len(self.steering),
-            follow_up_queue_length=len(self.follow_up),
-            event_offset=self._event_offset,
+            steering_queue_length=self.inbox.queued[0],
+            follow_up_queue_length=self.inbox.queued[1],
+            event_offset=self.event_log.offset,
             leaf_id=self.transcript.leaf_id,
-            wakeups=list(self.wakeups),
+            wakeups=self.wakeups.pending,
             schedules=list(self.schedules),
-            retries=list(self.retries),
+            retries=self.streaming.retries,
         )
 
     def _streaming_partial(self) -> AssistantMessage | None:
         """The message being streamed, rebuilt from the deltas its model activity published (queries
         only: the deltas are folded here, on demand, so streaming costs the workflow nothing)."""
-        if self.streaming_message is None:
+        streaming = self.streaming.message
+        if streaming is None:
             return None
-        partial = self.streamed_message() or self.streaming_message
+        partial = self.streaming.partial() or streaming
         # Within the answer's budget beside the messages (a long answer streams for a while).
         return shrink_to_fit(partial, STREAMING_MAX_BYTES)
 
@@ -411,4 +393,4 @@ class CommandHandlers(ConversationState):
 
     @workflow.query(name="get_queues")
     def get_queues(self) -> QueuesState:
-        return QueuesState(steering=self.steering, follow_up=self.follow_up)
+        return QueuesState(steering=self.inbox.steering, follow_up=self.inbox.follow_up)

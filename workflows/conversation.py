@@ -15,10 +15,8 @@ run, building its models again each time.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict, deque
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
@@ -28,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     import orjson
 
     from agentcore import errors
-    from agentcore.approvals import ApprovalWaitSetAside, PendingApproval
+    from agentcore.approvals import ApprovalWaitSetAside
     from agentcore.events import (
         AgentEvent,
     )
@@ -42,14 +40,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.messages import AssistantMessage, Message
     from agentcore.protocol import (
-        EVENTS_TOPIC,
         WORKFLOW_NAME,
         AppendInput,
         ConversationInput,
         ImportSessionInput,
         PendingRun,
-        QueuedMessage,
-        SubagentRun,
     )
     from agentcore.runtime import AbortSignal
     from agentcore.session.entries import (
@@ -65,19 +60,24 @@ with workflow.unsafe.imports_passed_through():
 from . import policies
 from .approvals import ApprovalHandlers
 from .commands import CommandHandlers
+from .event_log import EventLog
+from .inbox import Inbox
+from .runs import Runs
 from .runtime import TemporalRuntime, messages_built_by_the_activity
 from .schedules import ScheduleHandlers
+from .session_writer import FLUSH_DELAY, SessionWriter
 from .state import _failure
-from .subagents import SUBAGENT_ABORT_REASON, ParentProgress, SubagentHandlers
+from .streaming import StreamedMessage
+from .subagent_links import Subagents
+from .subagents import SUBAGENT_ABORT_REASON, SubagentHandlers
 from .task_guard import TaskGuard
 from .tree import TreeHandlers
+from .visibility import Visibility
+from .wakeup_timers import PendingWakeups
 from .wakeups import WakeupHandlers
 
 APPEND_ACTIVITY = "session.append"  # don't rename: recorded in histories
 IMPORT_ACTIVITY = "session.import"
-# Entries a run's last workflow task made wait this long for the next run to write them (see
-# ``_defer_flush``).
-FLUSH_DELAY = timedelta(seconds=1)
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -87,27 +87,29 @@ class ConversationWorkflow(
     @workflow.init
     def __init__(self, inp: ConversationInput, stream_state: WorkflowStreamState | None = None) -> None:
         self.task_guard = TaskGuard()  # ``task_guard.py``: watching from the run's first step
-        self.stream = WorkflowStream(prior_state=stream_state)
-        self.events = self.stream.topic(EVENTS_TOPIC)
-        carried = stream_state.log if stream_state is not None else []
-        self._event_offset = (stream_state.base_offset if stream_state is not None else 0) + len(carried)
-        # Base64 of the serialized payload: 4 characters for 3 bytes.
-        self._log_sizes = deque(len(item.data) * 3 // 4 for item in carried)
-        self._log_bytes = sum(self._log_sizes)
-        self._held_events = []
-        self._streaming_payloads = []
-        self._retry = None
-        self.retries = list(inp.retries)
-        self.waiting_prompts = dict(inp.waiting_prompts)
-        self._publishers = OrderedDict()
-        self.rolling_over = False
-        self.session_id = inp.session_id
-        self.config = inp.config
-        self.limits = inp.limits
-        self.session_created = inp.session_created
-        self.session_metadata = inp.session_metadata
-        self.runtime = TemporalRuntime(self, inp)
-        self.transcript = Transcript(
+        # Made here: ``WorkflowStream`` registers its handlers from the workflow's ``__init__`` only.
+        self.event_log = EventLog(WorkflowStream(prior_state=stream_state), inp.limits, stream_state)
+        self.streaming = StreamedMessage(inp.retries)
+        self.inbox = Inbox.carried(inp, lambda: self.transcript.message_count)
+        self.visibility = Visibility(inp.search_attributes)
+        self.session_id, self.config, self.limits = inp.session_id, inp.config, inp.limits
+        self.session = SessionWriter(inp.session_created, inp.session_metadata)
+        self.runtime = TemporalRuntime(self)
+        self.transcript = self._transcript(inp)
+        self.stats: SessionStats = inp.stats or SessionStats()
+        self.runs = Runs(self._pending_run(inp), inp.run_count, inp.error_message)
+        self.approvals = self._approval_gate(inp)
+        # A sub-agent's conversation (``workflows/subagents.py``): its progress goes to the parent, its
+        # run's result is the workflow's, and a cancellation (the parent's abort) aborts its run.
+        self.subagents = Subagents(inp.session_id, inp.subagent)
+        self._link_approvals()
+        # In ``__init__``: an update may come before ``run`` starts the carried timers.
+        self.wakeups = PendingWakeups()
+        self.schedules = list(inp.schedules)
+
+    def _transcript(self, inp: ConversationInput) -> Transcript:
+        """The messages handed over, with the entries not yet written; ids and time from the runtime."""
+        return Transcript(
             new_id=self.runtime.new_id,
             now_ms=self.runtime.now_ms,
             messages=inp.messages,
@@ -117,55 +119,19 @@ class ConversationWorkflow(
             entry_ids=inp.message_entry_ids or None,
             task=self.runtime.task,
         )
-        self.stats: SessionStats = inp.stats or SessionStats()
-        self.steering: list[QueuedMessage] = list(inp.steering_queue)
-        self.follow_up: list[QueuedMessage] = list(inp.follow_up_queue)
-        self.pending_run: PendingRun | None = inp.pending_run
+
+    def _pending_run(self, inp: ConversationInput) -> PendingRun | None:
+        """The run the conversation starts with: the one handed over, if any."""
         last = self.transcript.last_message
         if (
             inp.pending_approvals
-            and self.pending_run is None
+            and inp.pending_run is None
             and isinstance(last, AssistantMessage)
             and {p.tool_call_id for p in inp.pending_approvals} & {c.id for c in last.tool_calls}
         ):
             # Recovered while calls waited for a person: they are asked again (``agent_loop_resume``).
-            self.pending_run = PendingRun(id="resume-approvals", kind="resume")
-        self.seen_ids: OrderedDict[str, None] = OrderedDict((i, None) for i in inp.seen_ids)
-        self.recent_message_times: list[int] = list(inp.recent_message_times)
-        self.error_message = inp.error_message
-        self.search_attributes = inp.search_attributes
-        self.run_count = inp.run_count
-        self.running = False
-        self.abort_signal: AbortSignal | None = None
-        self.streaming_message: AssistantMessage | None = None
-        self.pending_tool_calls: set[str] = set()
-        self.approvals = self._approval_gate(inp)
-        self.batch_ended: set[str] = set()
-        self.approvals_to_carry: list[PendingApproval] = []
-        self.write_blocked = False
-        self.import_error: ApplicationError | None = None
-        self.initialized = False
-        self._indexed: tuple[Any, ...] | None = None
-        self._run_started_at = 0
-        self._index_running = False
-        self._index_deferred = False
-        # Paced: a deferred flush waited its whole FLUSH_DELAY (a person was reading the answer) and no
-        # run has since come while one waited, or within FLUSH_DELAY of the one before it.
-        self._paced = False
-        self._run_ended_at: datetime | None = None
-        self.compacting = False
-        self.idle_waiters = 0  # ``wait_for_idle`` calls waiting: they want the flush now
-        # A sub-agent's conversation (``workflows/subagents.py``): its progress goes to the parent, its
-        # run's result is the workflow's, and a cancellation (the parent's abort) aborts its run.
-        self.subagent: SubagentRun | None = inp.subagent
-        self.progress = ParentProgress(inp.session_id, inp.subagent) if inp.subagent is not None else None
-        self.subagent_outcome: AgentToolResult | None = None
-        self.subagents_waiting: dict[str, str] = {}
-        self._forwarding: set[asyncio.Task[None]] = set()  # decisions on their way to sub-agents
-        self._link_approvals()
-        self.parent_abort_reason: str | None = None
-        self._init_wakeups()
-        self.schedules = list(inp.schedules)
+            return PendingRun(id="resume-approvals", kind="resume")
+        return inp.pending_run
 
     @workflow.run
     async def run(
@@ -191,7 +157,7 @@ class ConversationWorkflow(
             except asyncio.CancelledError:
                 self.abort_run(SUBAGENT_ABORT_REASON)
         await body
-        outcome = self.subagent_outcome
+        outcome = self.subagents.outcome
         assert outcome is not None  # ``serve`` returns once the run ended
         return outcome
 
@@ -199,7 +165,7 @@ class ConversationWorkflow(
         """The conversation: runs as they come, the session file written, continue-as-new when due.
         A sub-agent's conversation returns once its one run ended and was written."""
         # Held here: the event loop keeps only a weak reference to a task.
-        self._releaser = asyncio.create_task(self._release_held_events(), name="release events")
+        self._releaser = asyncio.create_task(self.event_log.release_when_waiting(), name="release events")
         if not inp.session_created and inp.run_count == 0 and not inp.unwritten:
             self._record_initial_settings(inp)
         if inp.import_session_from is not None:
@@ -209,61 +175,64 @@ class ConversationWorkflow(
             # Start with the tools the workers know; name the others where an operator looks.
             self.config.tools, self.config.tool_names = specs, []
             if unknown:
-                self.error_message = (
+                self.runs.note_error(
                     f"{errors.TOOL_NOT_FOUND}: no worker registers the tool(s): {', '.join(unknown)}"
                 )
         self._start_wakeups(inp.wakeups)
-        self.initialized = True
+        self.runs.ready()
         self._set_details()
         # Held here: the event loop keeps only a weak reference to a task.
         self._indexer = asyncio.create_task(self._index_runs_that_outlast_their_task(), name="index runs")
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    self.pending_run is not None
-                    or (bool(self.transcript.unwritten) and not self.write_blocked)
+                    self.runs.pending is not None
+                    or (bool(self.transcript.unwritten) and not self.session.blocked)
                     or self._continue_as_new_due()
                 )
             )
-            if self.pending_run is not None:
-                await self._run_agent(self.pending_run)
-                if self.pending_run is None and self._continue_as_new_due():
+            if self.runs.pending is not None:
+                await self._run_agent(self.runs.pending)
+                if self.runs.pending is None and self._continue_as_new_due():
                     # Roll over before the next run: back-to-back runs leave no pause, and a run
                     # taken here would grow the history on.
-                    self.rolling_over = True
-            if self.approvals_to_carry:
+                    self.runs.roll_over()
+            if self.runs.set_aside:
                 await self._continue_as_new()  # a run set aside while its calls wait for approval
-            if self.subagent is not None and self.subagent_outcome is not None:
+            if self.subagents.run is not None and self.subagents.outcome is not None:
                 await self._end_subagent()
                 return
             await self._defer_flush()
             # Continuing as new, the unwritten entries go with the next run, whose first task
             # writes them from inside itself (made in an earlier run, they count as committed): no
             # session.append round trip here, and the roll-over ends in the task the run ended in.
-            due = self.pending_run is None and self._continue_as_new_due()
-            if not due and self.pending_run is None and self.transcript.unwritten and not self.write_blocked:
+            due = self.runs.pending is None and self._continue_as_new_due()
+            if (
+                not due
+                and self.runs.pending is None
+                and self.transcript.unwritten
+                and not self.session.blocked
+            ):
                 await self._flush()
-            if self.pending_run is None and self._index_deferred:
+            if self.runs.pending is None and self.visibility.deferred:
                 self._index()
             if due:
                 await self._continue_as_new()
 
     async def _end_subagent(self) -> None:
         """A sub-agent's run ended: its entries written and its progress delivered before the result."""
-        self._release_events()
-        if self.transcript.unwritten and not self.write_blocked:
+        self.event_log.release()
+        if self.transcript.unwritten and not self.session.blocked:
             await self._flush()
-        if self._index_deferred:
+        if self.visibility.deferred:
             self._index()
-        if self.progress is not None:
-            await self.progress.drained()
+        if (progress := self.subagents.progress) is not None:
+            await progress.drained()
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     def abort_run(self, reason: str) -> None:
         """Abort the run going on, or the next one before it starts (a sub-agent cancelled early)."""
-        self.parent_abort_reason = reason
-        if self.abort_signal is not None:
-            self.abort_signal.abort(reason)
+        if self.runs.abort_from_parent(reason):
             self._set_details()
 
     def _record_initial_settings(self, inp: ConversationInput) -> None:
@@ -280,21 +249,12 @@ class ConversationWorkflow(
             self.stats = add_message_to_stats(self.stats, message)
 
     async def _run_agent(self, run: PendingRun) -> None:
-        self.pending_run = None
-        if self._run_ended_at is not None and workflow.now() - self._run_ended_at < FLUSH_DELAY:
-            self._paced = False  # back to back again
-        self.running = True
-        self.abort_signal = AbortSignal()
-        if self.parent_abort_reason is not None:
-            self.abort_signal.abort(self.parent_abort_reason)
-        self.error_message = None
-        self.write_blocked = False
-        self.run_count += 1
+        abort_signal = self.runs.start()
+        self.session.run_started(workflow.now())
         self._set_details()
         # Indexed as running only if it outlasts this workflow task (``_index_runs_that_outlast_their_task``):
         # a quick run then costs one upsert (idle, with its counts, at the end), not two.
-        self._index_running = True
-        self._run_started_at = self.runtime.task()
+        self.visibility.run_started(self.runtime.task())
         context = AgentContext(
             system_prompt=self.config.system_prompt,
             messages=list(self.transcript.messages),
@@ -321,19 +281,19 @@ class ConversationWorkflow(
             approvals=self.approvals,
         )
         if run.kind == "prompt":
-            events = agent_loop(list(run.messages), context, config, self.abort_signal)
+            events = agent_loop(list(run.messages), context, config, abort_signal)
         elif run.kind == "resume":
-            events = agent_loop_resume(context, config, self.abort_signal)
+            events = agent_loop_resume(context, config, abort_signal)
         else:
-            events = agent_loop_continue(context, config, self.abort_signal)
+            events = agent_loop_continue(context, config, abort_signal)
         closed = False
         try:
             async for event in events:
                 self._apply(event)
-                self._publish(event)
-                if self.progress is not None:
-                    self.progress.forward(event)
-                if event.type == "tool_execution_end" and self._tool_wakeups:
+                self.publish(event)
+                if (progress := self.subagents.progress) is not None:
+                    progress.forward(event)
+                if event.type == "tool_execution_end" and self.wakeups.unannounced:
                     self._announce_tool_wakeup(event.tool_call_id)
         except GeneratorExit:
             # Closed by Python's garbage collector, not cancelled: the worker stopped and left this
@@ -344,25 +304,22 @@ class ConversationWorkflow(
         except ApprovalWaitSetAside:
             # Every call of the batch waits for a person and the history is due to continue as
             # new: the next run takes the calls up again (``workflows/approvals.py``).
-            self.approvals_to_carry = self.approvals.pending()
-            self.pending_run = PendingRun(id=f"resume-{self.run_count}", kind="resume")
+            self.runs.set_aside_for_approvals(self.approvals.pending())
         finally:
             if not closed:
                 self._end_run()
 
     def _end_run(self) -> None:
-        self.running = False
-        self.abort_signal = None
-        self.streaming_message = None
-        self.pending_tool_calls.clear()
-        self._truncate_events()
+        self.runs.end()
+        self.streaming.stop()
+        self.event_log.truncate()
         self._set_details()
-        self._index_running = False
-        self._run_ended_at = workflow.now()
+        self.visibility.run_indexed()
+        self.session.run_ended(workflow.now())
         # A run whose entries wait for the deferred flush goes idle in the index with the flush:
         # back-to-back runs then make no upsert each (a history event and a visibility write).
         if self._flush_deferred():
-            self._index_deferred = True
+            self.visibility.defer()
         else:
             self._index()
 
@@ -391,35 +348,27 @@ class ConversationWorkflow(
         """The state reducer (as pi's Agent): streaming message, transcript, pending tools, errors."""
         if event.type == "message_start":
             if isinstance(event.message, AssistantMessage):
-                self.streaming_message = event.message
                 # Deltas the model activity publishes from here on rebuild the partial on query.
-                self._streaming_payloads = []
-                self._retry = None
+                self.streaming.start(event.message)
         elif event.type == "message_end":
-            self.streaming_message = None
-            self._streaming_payloads = []
-            result = self.runtime.result_entry
-            if result is not None and result.message is event.message:
-                self.runtime.result_entry = None
-                self.transcript.add_message(event.message, written_as=result.entry_id)
-            else:
-                self.transcript.add_message(event.message)
+            self.streaming.end()
+            # None unless the model call's activity wrote the message itself (then not again).
+            self.transcript.add_message(event.message, written_as=self.runtime.written_as(event.message))
             if isinstance(event.message, AssistantMessage):
-                self._record_retry(self.transcript.entry_ids[-1])
+                self.streaming.record_retry(self.transcript.entry_ids[-1])
             self.stats = add_message_to_stats(self.stats, event.message)
             if isinstance(event.message, AssistantMessage):
-                self.batch_ended.clear()  # a new batch of calls begins, if it asks for any
+                self.runs.batch_began()
         elif event.type == "tool_execution_start":
-            self.pending_tool_calls.add(event.tool_call_id)
+            self.runs.tool_started(event.tool_call_id)
         elif event.type == "tool_execution_end":
-            self.pending_tool_calls.discard(event.tool_call_id)
-            self.batch_ended.add(event.tool_call_id)
+            self.runs.tool_ended(event.tool_call_id)
         elif event.type == "turn_end":
             message = event.message
             if isinstance(message, AssistantMessage) and message.error_message:
-                self.error_message = message.error_message
-        elif event.type == "agent_end" and self.subagent is not None:
-            self.subagent_outcome = subagent_result(self.subagent.tool_name, self.session_id, event.messages)
+                self.runs.note_error(message.error_message)
+        elif event.type == "agent_end" and (subagent := self.subagents.run) is not None:
+            self.subagents.ended(subagent_result(subagent.tool_name, self.session_id, event.messages))
 
     async def _defer_flush(self) -> None:
         """Let the next run write what this workflow task made, if it comes within ``FLUSH_DELAY``.
@@ -435,13 +384,13 @@ class ConversationWorkflow(
         # Paced by a person: the entries are in the history once this task is, so the next task,
         # whatever brings it (mostly a subscriber's next poll), may write them; that saves the
         # timer's own workflow task for every message. Back-to-back runs keep waiting for the next run.
-        paced = self._paced
+        paced = self.session.paced
         length = self.runtime.task()
         try:
             await workflow.wait_condition(
                 lambda: (
-                    self.pending_run is not None
-                    or self.idle_waiters > 0
+                    self.runs.pending is not None
+                    or self.session.waited_for
                     or self._continue_as_new_due()
                     or (paced and self.runtime.task() > length)
                 ),
@@ -449,14 +398,13 @@ class ConversationWorkflow(
             )
         except TimeoutError:
             # Under load the next prompt may come in the task the timer fired in: not a pause.
-            self._paced = self.pending_run is None
+            self.session.flush_waited(timed_out=True, run_came=self.runs.pending is not None)
         else:
-            if self.pending_run is not None:
-                self._paced = False  # back to back again
+            self.session.flush_waited(timed_out=False, run_came=self.runs.pending is not None)
 
     def _flush_deferred(self) -> bool:
         """Whether ``_defer_flush`` waits: this task made entries that only the flush will write."""
-        return not self.write_blocked and bool(self.transcript.split_committed()[1])
+        return not self.session.blocked and bool(self.transcript.split_committed()[1])
 
     async def _flush(self) -> None:
         entries = list(self.transcript.unwritten)
@@ -474,12 +422,12 @@ class ConversationWorkflow(
             )
         except ActivityError as err:
             # Keep the entries (nothing is lost) and stop retrying until something changes.
-            self.write_blocked = True
-            self.error_message = f"Session file write failed: {err.cause or err}"
+            self.session.block()
+            self.runs.note_error(f"Session file write failed: {err.cause or err}")
             self._set_details()
             return
         self.transcript.mark_written(entries)
-        self.session_created = True
+        self.session.written()
 
     async def _import_session(self, source: str) -> None:
         """Have a worker place the session file a client recovered from (``AgentClient.recover``
@@ -496,12 +444,13 @@ class ConversationWorkflow(
             # Without its file the conversation has nowhere to write (and a different file under its
             # name must not be written to): it ends here, saying why; ``recover`` raises that.
             code, reason = _failure(err, errors.SESSION_ERROR)
-            self.import_error = ApplicationError(
+            error = ApplicationError(
                 f"the session file could not be imported: {reason}", type=code, non_retryable=True
             )
+            self.session.import_failed(error)
             # ``wait_for_idle`` (``recover`` waits on it) answers with the error before the run ends.
             await workflow.wait_condition(workflow.all_handlers_finished)
-            raise self.import_error from None
+            raise error from None
 
     def _continue_as_new_due(self) -> bool:
         info = workflow.info()
@@ -512,12 +461,12 @@ class ConversationWorkflow(
     async def _continue_as_new(self) -> None:
         # From here on a prompt or continue is refused as ROLLING_OVER (the client sends it again, to
         # the next run): pollers once detached cannot be attached again, so this run takes no new run.
-        self.rolling_over = True
-        self._release_events()
-        self.stream.detach_pollers()
+        self.runs.roll_over()
+        self.event_log.release()
+        self.event_log.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        self._truncate_events(keep=self.limits.retained_events // 5)
-        stream_state = self._carried_events(self.limits.carried_message_bytes)
+        self.event_log.truncate(keep=self.limits.retained_events // 5)
+        stream_state = self.event_log.carried(self.limits.carried_message_bytes)
         messages, entry_ids, first_index = self.transcript.carry_tail(
             self.limits.carried_message_bytes, lambda m: len(orjson.dumps(m.model_dump(mode="json")))
         )
@@ -530,21 +479,21 @@ class ConversationWorkflow(
             first_message_index=first_index,
             leaf_id=self.transcript.leaf_id,
             unwritten=self.transcript.unwritten,
-            session_created=self.session_created,
-            session_metadata=self.session_metadata,
-            steering_queue=self.steering,
-            follow_up_queue=self.follow_up,
-            seen_ids=list(self.seen_ids),
-            recent_message_times=self.recent_message_times,
-            error_message=self.error_message,
-            search_attributes=self.search_attributes,
-            run_count=self.run_count,
+            session_created=self.session.created,
+            session_metadata=self.session.metadata,
+            steering_queue=self.inbox.steering,
+            follow_up_queue=self.inbox.follow_up,
+            seen_ids=self.inbox.seen_ids,
+            recent_message_times=self.inbox.recent_message_times,
+            error_message=self.runs.error_message,
+            search_attributes=self.visibility.enabled,
+            run_count=self.runs.count,
             stats=self.stats,
-            pending_run=self.pending_run,
-            wakeups=self.wakeups,
+            pending_run=self.runs.pending,
+            wakeups=self.wakeups.pending,
             schedules=self.schedules,
-            pending_approvals=self.approvals_to_carry,
-            retries=self.retries,
-            waiting_prompts=self.waiting_prompts,
+            pending_approvals=self.runs.set_aside,
+            retries=self.streaming.retries,
+            waiting_prompts=self.inbox.waiting_prompts,
         )
         workflow.continue_as_new(args=[carry, stream_state])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import AsyncIterator
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -47,10 +47,11 @@ with workflow.unsafe.imports_passed_through():
         ToolCallEnd,
         ToolCallStart,
     )
-    from agentcore.messages import AssistantMessage, TextContent, ThinkingContent, ToolCall
+    from agentcore.messages import AssistantMessage, Message, TextContent, ThinkingContent, ToolCall
     from agentcore.model import Model
     from agentcore.protocol import (
-        ConversationInput,
+        ConversationLimits,
+        SessionCreate,
         StreamInput,
         StreamResult,
         ToolCallInput,
@@ -58,12 +59,11 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.runtime import AbortSignal, LlmContext, StreamOptions, ToolUpdate
     from agentcore.tool_exec import aborted_result, check_arguments_by_schema, error_result
     from agentcore.tools import AgentTool, AgentToolResult, ToolSpec
+    from agentcore.transcript import Transcript
     from agentcore.wakeups import is_wakeup_tool
 
 from . import policies
-from .state import new_id, now_ms
-from .subagents import run_subagent
-from .tree import TreeHandlers
+from .shared import new_id, now_ms
 
 T = TypeVar("T")
 
@@ -76,16 +76,59 @@ class ResultEntry(NamedTuple):
     entry_id: str
 
 
+class Conversation(Protocol):
+    """What the loop's runtime needs from the conversation it runs in (the workflow provides it)."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def limits(self) -> ConversationLimits: ...
+
+    @property
+    def transcript(self) -> Transcript: ...
+
+    def session_create(self) -> SessionCreate | None:
+        """How a model call's activity creates the session file, until one has."""
+        ...
+
+    def session_written(self) -> None:
+        """An activity wrote the entries it was given: the session file exists."""
+        ...
+
+    def compaction_enabled(self) -> bool: ...
+
+    async def compact_for_overflow(self, signal: AbortSignal | None) -> None:
+        """Compact the context a model call overflowed (the call is retried once)."""
+        ...
+
+    def streamed_message(self, *, deltas_only: bool = False) -> AssistantMessage | None:
+        """What subscribers were shown of the message being streamed, if anything."""
+        ...
+
+    def publish(self, event: LlmRetryEvent) -> None:
+        """An event for subscribers, in order with the loop's."""
+        ...
+
+    def wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
+        """A ``wakeup_tool`` call: a timer of the workflow's own, no activity."""
+        ...
+
+    async def run_subagent(self, spec: ToolSpec, call: ToolCall, signal: AbortSignal) -> AgentToolResult:
+        """A sub-agent tool's call: a child conversation."""
+        ...
+
+
 class TemporalRuntime:
-    def __init__(self, conversation: TreeHandlers, conversation_input: ConversationInput) -> None:
+    def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         # The last llm.stream call's message and entry id: the activity wrote it, so the workflow
-        # must not queue it a second time.
-        self.result_entry: ResultEntry | None = None
+        # must not queue it a second time (``written_as``).
+        self._result_entry: ResultEntry | None = None
         # The model call in flight (its result entry id) and the newest attempt whose deltas were
         # taken (``takes_events_of``).
-        self.model_call: str | None = None
-        self.model_call_attempt = 0
+        self._model_call: str | None = None
+        self._model_call_attempt = 0
 
     def now_ms(self) -> int:
         return now_ms()
@@ -94,10 +137,19 @@ class TemporalRuntime:
         """Whether a batch of a model call's deltas goes to subscribers: only the call in flight's,
         from its newest attempt so far. A batch that arrives late (an attempt the server gave up on
         during a network cut, or a call that has ended) would show text the answer does not hold."""
-        if call_id != self.model_call or attempt < self.model_call_attempt:
+        if call_id != self._model_call or attempt < self._model_call_attempt:
             return False
-        self.model_call_attempt = attempt
+        self._model_call_attempt = attempt
         return True
+
+    def written_as(self, message: Message) -> str | None:
+        """The entry id the last model call's activity wrote ``message`` under, once (None for any
+        other message: the workflow queues it for writing)."""
+        result = self._result_entry
+        if result is None or result.message is not message:
+            return None
+        self._result_entry = None
+        return result.entry_id
 
     def new_id(self) -> str:
         return new_id()
@@ -123,7 +175,7 @@ class TemporalRuntime:
             result, entry = await self._call_model(model, context, options, compact_on_overflow=True)
             if result.overflow:
                 # pi's rule: a context overflow is compacted away and the call retried, once.
-                await conversation.compact("overflow", will_retry=True, signal=signal)
+                await conversation.compact_for_overflow(signal)
                 if signal is not None and signal.aborted:
                     yield _stream_error(partial, "aborted", "Request was aborted")
                     return
@@ -133,9 +185,9 @@ class TemporalRuntime:
             yield _stream_error(partial, "aborted" if aborted else "error", _describe_failure(err))
             return
         finally:
-            self.model_call = None  # its deltas from now on are late
+            self._model_call = None  # its deltas from now on are late
         message = result.message
-        self.result_entry = entry
+        self._result_entry = entry
         shown = conversation.streamed_message(deltas_only=True)
         if shown is None or _visible(shown) != _visible(message):
             # Subscribers end with exactly the answer, whatever path the call took. Nothing shown:
@@ -144,7 +196,7 @@ class TemporalRuntime:
             # text shown (an attempt cut off in a network fault, whose retry found the answer stored,
             # or a batch of deltas lost): void it with ``llm_retry``, as a retry would, then the same.
             if shown is not None:
-                conversation._publish(
+                conversation.publish(
                     LlmRetryEvent(
                         attempt=max(2, result.attempt),
                         error_message="the streamed text was cut off; the answer follows whole",
@@ -182,9 +234,9 @@ class TemporalRuntime:
             max_tokens=options.max_tokens,
             temperature=options.temperature,
             create=conversation.session_create(),
-            compact_on_overflow=compact_on_overflow and conversation.config.compaction.enabled,
+            compact_on_overflow=compact_on_overflow and conversation.compaction_enabled(),
         )
-        self.model_call, self.model_call_attempt = result_entry_id, 0
+        self._model_call, self._model_call_attempt = result_entry_id, 0
         handle = _start_cancellable(
             LLM_ACTIVITY,
             activity_input,
@@ -200,7 +252,7 @@ class TemporalRuntime:
             if remove is not None:
                 remove()
         transcript.mark_written(entries)
-        conversation.session_created = True
+        conversation.session_written()
         return result, ResultEntry(result.message, result_entry_id)
 
     async def run_tool(
@@ -212,14 +264,14 @@ class TemporalRuntime:
             return aborted_result(call.name)
         if is_wakeup_tool(spec):
             # Carried out by the workflow itself: a timer, no activity (``wakeups.py``).
-            return self.conversation._wakeup_tool_call(spec, call)
+            return self.conversation.wakeup_tool_call(spec, call)
         # Bad arguments are refused here, at once, as in-process: no activity for a call that
         # cannot run, and its end event comes before the batch's other calls end.
         refused = check_arguments_by_schema(spec, call)
         if refused is not None:
             return refused
         if spec.subagent is not None:
-            return await run_subagent(self.conversation, spec, call, signal)
+            return await self.conversation.run_subagent(spec, call, signal)
         limits = self.conversation.limits
         opts = policies.tool_call(limits, spec.timeout_seconds, spec.retry_safe)
         tool_input = ToolCallInput(

@@ -62,7 +62,7 @@ class ScheduleHandlers(ConversationState):
                     session_id=self.session_id,
                     task_queue=workflow.info().task_queue,
                     message=message,
-                    search_attributes=self.search_attributes,
+                    search_attributes=self.visibility.enabled,
                 ),
                 start_to_close_timeout=policies.SCHEDULES.start_to_close,
                 retry_policy=policies.SCHEDULES.retry,
@@ -90,7 +90,7 @@ class ScheduleHandlers(ConversationState):
     @workflow.update(name="delete_schedule")
     async def delete_schedule(self, request: DeleteScheduleRequest) -> Accepted:
         await self._delete_schedules([request.schedule_id])
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @delete_schedule.validator
     def _validate_delete_schedule(self, request: DeleteScheduleRequest) -> None:
@@ -117,10 +117,10 @@ class ScheduleHandlers(ConversationState):
     @workflow.signal(name=SIGNAL_SCHEDULED_MESSAGE)
     def scheduled_message(self, message: ScheduledMessage) -> None:
         # A schedule deleted (or reset away) whose last action was already under way: dropped.
-        if self._seen(message.id) or all(item.id != message.schedule_id for item in self.schedules):
+        if self.inbox.seen(message.id) or all(item.id != message.schedule_id for item in self.schedules):
             return
-        self._remember(message.id)
-        refusal = self._refusal(1)
+        self.inbox.remember(message.id)
+        refusal = self.inbox.refusal(1)
         if refusal is not None:  # a signal cannot be refused: dropped, as a hand-sent steer is
             workflow.logger.warning("scheduled message dropped (%s): %s", errors.RATE_LIMITED, refusal)
             return

@@ -19,7 +19,6 @@ operator terminated it) is an error result of the call, never a failure of the p
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -29,17 +28,13 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from agentcore.approvals import ApprovalDecision, PendingApproval
+    from agentcore.approvals import ApprovalDecision
     from agentcore.errors import EXECUTION_ERROR, AgentError
-    from agentcore.events import AgentEvent, ToolExecutionUpdateEvent
     from agentcore.messages import TextContent, ToolCall, UserMessage
-    from agentcore.model import Model
     from agentcore.protocol import (
-        SIGNAL_ACTIVITY_EVENTS,
         SIGNAL_DECIDE_APPROVAL,
         SIGNAL_SUBAGENT_APPROVALS,
         WORKFLOW_NAME,
-        ActivityEvents,
         ConversationConfig,
         ConversationInput,
         ForwardedDecision,
@@ -49,12 +44,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentcore.search_attributes import AGENT_MODEL, AGENT_SESSION_ID, AGENT_STATUS
     from agentcore.session.branching import PARENT_SESSION_METADATA_KEY
-    from agentcore.subagents import depth_limit, depth_refusal, subagent_progress, subagent_session_id
+    from agentcore.subagents import depth_limit, depth_refusal, subagent_session_id
     from agentcore.temporal.search_attributes import search_attribute_keys
     from agentcore.tool_exec import error_result
     from agentcore.tools import AgentToolResult, ToolSpec
 
 from .state import ConversationState, now_ms
+from .subagent_links import ParentProgress, Subagents
 
 if TYPE_CHECKING:
     from agentcore.runtime import AbortSignal
@@ -63,211 +59,135 @@ if TYPE_CHECKING:
 SUBAGENT_ABORT_REASON = "the parent conversation was aborted"
 
 
-async def run_subagent(
-    conversation: ConversationState, spec: ToolSpec, call: ToolCall, signal: AbortSignal
-) -> AgentToolResult:
-    """The result of ``call`` to the sub-agent tool ``spec``: its child conversation's answer."""
-    sub = spec.subagent
-    assert sub is not None
-    parent_run = conversation.subagent
-    depth = (parent_run.depth if parent_run is not None else 0) + 1
-    limit = depth_limit(sub.max_depth, parent_run.max_depth if parent_run is not None else None)
-    refused = depth_refusal(spec.name, depth, limit)
-    if refused is not None:
-        return refused
-    child_id = subagent_session_id(conversation.session_id, call.id)
-    model = sub.model
-    child = _child_input(conversation, spec, call, child_id, depth, limit)
-    search_attributes = _child_search_attributes(conversation, child_id, model)
-    # Waited for from before its start: the child may report a call awaiting approval in the very
-    # activation that resolves its start (signals are applied first), and a report from a child not
-    # waited for is dropped (``subagent_approvals``).
-    conversation.subagents_waiting[child_id] = (
-        f"waiting for sub-agent `{spec.name}` (child workflow `{child_id}`) "
-        f"since {workflow.now():%Y-%m-%d %H:%M:%S} UTC"
-    )
-    try:
-        handle = await workflow.start_child_workflow(
-            WORKFLOW_NAME,
-            args=[child, None],
-            id=child_id,
-            result_type=AgentToolResult,
-            # The child hands back its partial answer when cancelled: wait for it.
-            cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
-            # A parent that ends (terminated, say) aborts its children rather than leaving them running.
-            parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-            task_timeout=timedelta(seconds=conversation.limits.workflow_task_timeout_seconds),
-            search_attributes=search_attributes,
-            static_summary=f"sub-agent {spec.name} · {model.provider}/{model.id}",
-        )
-    except WorkflowAlreadyStartedError:
-        del conversation.subagents_waiting[child_id]
-        return error_result(
-            EXECUTION_ERROR,
-            f'Sub-agent "{spec.name}" was not started: a conversation {child_id!r} exists already.',
-            session_id=child_id,
-        )
-    except BaseException:  # (cancelled before it started: an abort)
-        del conversation.subagents_waiting[child_id]
-        raise
-    remove = signal.add_listener(lambda: handle.cancel(SUBAGENT_ABORT_REASON))
-    conversation._set_details()
-    try:
-        result: AgentToolResult = await handle
-        return result
-    except ChildWorkflowError as err:
-        return error_result(
-            EXECUTION_ERROR,
-            f'Sub-agent "{spec.name}" failed: {err.cause or err}',
-            session_id=child_id,
-        )
-    finally:
-        remove()
-        del conversation.subagents_waiting[child_id]
-        conversation.approvals.set_child_pending(child_id, [])
-        conversation._set_details()
-
-
-def _child_input(
-    conversation: ConversationState, spec: ToolSpec, call: ToolCall, child_id: str, depth: int, limit: int
-) -> ConversationInput:
-    """The child conversation's input: the sub-agent's configuration, ``call``'s task as its first
-    prompt, and where it stands under its parent."""
-    sub = spec.subagent
-    assert sub is not None
-    return ConversationInput(
-        session_id=child_id,
-        config=ConversationConfig(
-            system_prompt=sub.system_prompt,
-            model=sub.model,
-            thinking_level=sub.thinking_level,
-            tool_names=list(sub.tool_names),
-            tool_execution=sub.tool_execution,
-            max_tokens=sub.max_tokens,
-            temperature=sub.temperature,
-            compaction=conversation.config.compaction,
-        ),
-        limits=conversation.limits,
-        session_metadata={
-            PARENT_SESSION_METADATA_KEY: {"id": conversation.session_id, "tool_call_id": call.id},
-            "subagent": spec.name,
-        },
-        pending_run=PendingRun(
-            id=call.id,
-            kind="prompt",
-            messages=[UserMessage(content=[TextContent(text=call.arguments["task"])], timestamp=now_ms())],
-        ),
-        search_attributes=conversation.search_attributes,
-        subagent=SubagentRun(
-            parent_session_id=conversation.session_id,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
-            depth=depth,
-            max_depth=limit,
-        ),
-    )
-
-
-def _child_search_attributes(
-    conversation: ConversationState, child_id: str, model: Model
-) -> TypedSearchAttributes | None:
-    """The child's search attributes, when its parent's conversations have them."""
-    if not conversation.search_attributes:
-        return None
-    keys = search_attribute_keys()
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(keys[AGENT_SESSION_ID], child_id),
-            SearchAttributePair(keys[AGENT_MODEL], f"{model.provider}/{model.id}"),
-            SearchAttributePair(keys[AGENT_STATUS], "running"),
-        ]
-    )
-
-
-class ParentProgress:
-    """What a child tells its parent, in order, one signal at a time: its turns and tool calls as
-    ``tool_execution_update`` events of the call that started it (``activity_events``; a batch
-    carries what came meanwhile), and the calls it waits on for approval (``subagent_approvals``)."""
-
-    def __init__(self, session_id: str, run: SubagentRun) -> None:
-        self.session_id = session_id
-        self.run = run
-        self.turns = 0
-        # Serialized progress events (base64 payloads) and approval reports, in the order they came.
-        self._outbox: list[str | SubagentApprovals] = []
-        self._sequence = 0
-        self._sender: asyncio.Task[None] | None = None
-
-    def forward(self, event: AgentEvent) -> None:
-        if event.type == "turn_end":
-            self.turns += 1
-        update = subagent_progress(self.session_id, event, self.turns)
-        if update is None:
-            return
-        progress = ToolExecutionUpdateEvent(
-            tool_call_id=self.run.tool_call_id,
-            tool_name=self.run.tool_name,
-            args=self.run.arguments,
-            partial_result=update,
-        )
-        payload = workflow.payload_converter().to_payloads([progress])[0]
-        self._send_soon(base64.b64encode(payload.SerializeToString()).decode())
-
-    def report_approvals(self, pending: list[PendingApproval]) -> None:
-        self._send_soon(SubagentApprovals(session_id=self.session_id, pending=pending))
-
-    def _send_soon(self, item: str | SubagentApprovals) -> None:
-        self._outbox.append(item)
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send())
-
-    async def _send(self) -> None:
-        parent = workflow.get_external_workflow_handle(self.run.parent_session_id)
-        while self._outbox:
-            first = self._outbox[0]
-            arg: SubagentApprovals | ActivityEvents
-            if isinstance(first, SubagentApprovals):
-                del self._outbox[0]
-                name, arg = SIGNAL_SUBAGENT_APPROVALS, first
-            else:
-                count = next(
-                    (i for i, item in enumerate(self._outbox) if not isinstance(item, str)), len(self._outbox)
-                )
-                items = [item for item in self._outbox[:count] if isinstance(item, str)]
-                del self._outbox[:count]
-                self._sequence += 1
-                name = SIGNAL_ACTIVITY_EVENTS
-                arg = ActivityEvents(
-                    publisher_id=f"subagent:{self.session_id}", sequence=self._sequence, items=items
-                )
-            try:
-                await parent.signal(name, arg)
-            except Exception:  # the parent is gone; nobody is left to read the progress
-                self._outbox = []
-                return
-
-    async def drained(self) -> None:
-        """Return once everything was delivered: it must reach the parent before the call's result."""
-        while self._sender is not None and not self._sender.done():
-            await self._sender
-
-
 class SubagentHandlers(ConversationState):
     """A conversation's side of its sub-agents' approvals: their waiting calls show in its
     ``pending_approvals`` (with their session id), and a decision taken here goes on to them. As a
     sub-agent, it reports its own waiting calls (and its sub-agents') to its parent."""
 
-    progress: ParentProgress | None
+    async def run_subagent(self, spec: ToolSpec, call: ToolCall, signal: AbortSignal) -> AgentToolResult:
+        """The result of ``call`` to the sub-agent tool ``spec``: its child conversation's answer."""
+        sub = spec.subagent
+        assert sub is not None
+        parent_run = self.subagents.run
+        depth = (parent_run.depth if parent_run is not None else 0) + 1
+        limit = depth_limit(sub.max_depth, parent_run.max_depth if parent_run is not None else None)
+        refused = depth_refusal(spec.name, depth, limit)
+        if refused is not None:
+            return refused
+        child_id = subagent_session_id(self.session_id, call.id)
+        child = self._child_input(spec, call, child_id, depth, limit)
+        model = sub.model
+        # Waited for from before its start: the child may report a call awaiting approval in the very
+        # activation that resolves its start (signals are applied first), and a report from a child not
+        # waited for is dropped (``subagent_approvals``).
+        self.subagents.wait_for(
+            child_id,
+            f"waiting for sub-agent `{spec.name}` (child workflow `{child_id}`) "
+            f"since {workflow.now():%Y-%m-%d %H:%M:%S} UTC",
+        )
+        try:
+            handle = await workflow.start_child_workflow(
+                WORKFLOW_NAME,
+                args=[child, None],
+                id=child_id,
+                result_type=AgentToolResult,
+                # The child hands back its partial answer when cancelled: wait for it.
+                cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+                # A parent that ends (terminated, say) aborts its children rather than leaving them running.
+                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+                task_timeout=timedelta(seconds=self.limits.workflow_task_timeout_seconds),
+                search_attributes=self._child_search_attributes(child_id, f"{model.provider}/{model.id}"),
+                static_summary=f"sub-agent {spec.name} · {model.provider}/{model.id}",
+            )
+        except WorkflowAlreadyStartedError:
+            self.subagents.done_waiting(child_id)
+            return error_result(
+                EXECUTION_ERROR,
+                f'Sub-agent "{spec.name}" was not started: a conversation {child_id!r} exists already.',
+                session_id=child_id,
+            )
+        except BaseException:  # (cancelled before it started: an abort)
+            self.subagents.done_waiting(child_id)
+            raise
+        remove = signal.add_listener(lambda: handle.cancel(SUBAGENT_ABORT_REASON))
+        self._set_details()
+        try:
+            result: AgentToolResult = await handle
+            return result
+        except ChildWorkflowError as err:
+            return error_result(
+                EXECUTION_ERROR,
+                f'Sub-agent "{spec.name}" failed: {err.cause or err}',
+                session_id=child_id,
+            )
+        finally:
+            remove()
+            self.subagents.done_waiting(child_id)
+            self.approvals.set_child_pending(child_id, [])
+            self._set_details()
+
+    def _child_input(
+        self, spec: ToolSpec, call: ToolCall, child_id: str, depth: int, limit: int | None
+    ) -> ConversationInput:
+        """The child conversation's start: the sub-agent's settings, the task as its first prompt."""
+        sub = spec.subagent
+        assert sub is not None
+        return ConversationInput(
+            session_id=child_id,
+            config=ConversationConfig(
+                system_prompt=sub.system_prompt,
+                model=sub.model,
+                thinking_level=sub.thinking_level,
+                tool_names=list(sub.tool_names),
+                tool_execution=sub.tool_execution,
+                max_tokens=sub.max_tokens,
+                temperature=sub.temperature,
+                compaction=self.config.compaction,
+            ),
+            limits=self.limits,
+            session_metadata={
+                PARENT_SESSION_METADATA_KEY: {"id": self.session_id, "tool_call_id": call.id},
+                "subagent": spec.name,
+            },
+            pending_run=PendingRun(
+                id=call.id,
+                kind="prompt",
+                messages=[
+                    UserMessage(content=[TextContent(text=call.arguments["task"])], timestamp=now_ms())
+                ],
+            ),
+            search_attributes=self.visibility.enabled,
+            subagent=SubagentRun(
+                parent_session_id=self.session_id,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments,
+                depth=depth,
+                max_depth=limit,
+            ),
+        )
+
+    def _child_search_attributes(self, child_id: str, model: str) -> TypedSearchAttributes | None:
+        if not self.visibility.enabled:
+            return None
+        keys = search_attribute_keys()
+        return TypedSearchAttributes(
+            [
+                SearchAttributePair(keys[AGENT_SESSION_ID], child_id),
+                SearchAttributePair(keys[AGENT_MODEL], model),
+                SearchAttributePair(keys[AGENT_STATUS], "running"),
+            ]
+        )
 
     def _link_approvals(self) -> None:
         self.approvals.forward = self._forward_decision
-        if self.progress is not None:
+        if self.subagents.progress is not None:
             self.approvals.add_listener(self._report_approvals)
 
     def _report_approvals(self) -> None:
-        assert self.progress is not None
-        self.progress.report_approvals(
+        progress = self.subagents.progress
+        assert progress is not None
+        progress.report_approvals(
             [
                 p if p.session_id else p.model_copy(update={"session_id": self.session_id})
                 for p in self.approvals.pending()
@@ -282,12 +202,11 @@ class SubagentHandlers(ConversationState):
             with contextlib.suppress(Exception):  # the child ended meanwhile: nothing waits any more
                 await child.signal(SIGNAL_DECIDE_APPROVAL, request)
 
-        self._forwarding.add(asyncio.create_task(send()))
-        self._forwarding = {task for task in self._forwarding if not task.done()}
+        self.subagents.keep(asyncio.create_task(send()))
 
     @workflow.signal(name=SIGNAL_SUBAGENT_APPROVALS)
     def subagent_approvals(self, report: SubagentApprovals) -> None:
-        if report.session_id in self.subagents_waiting:  # a child of the run going on
+        if self.subagents.waits_for(report.session_id):  # a child of the run going on
             self.approvals.set_child_pending(report.session_id, report.pending)
             self._index()
             self._set_details()
@@ -298,3 +217,6 @@ class SubagentHandlers(ConversationState):
         # (the parent's client sends the Update to this conversation itself, and gets the refusal).
         with contextlib.suppress(AgentError):
             self.approvals.decide(request.tool_call_id, request.decision)
+
+
+__all__ = ["SUBAGENT_ABORT_REASON", "ParentProgress", "SubagentHandlers", "Subagents"]

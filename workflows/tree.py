@@ -43,6 +43,13 @@ BRANCH_ACTIVITY = "session.branch"  # don't rename: recorded in histories
 
 
 class TreeHandlers(ConversationState):
+    def compaction_enabled(self) -> bool:
+        return self.config.compaction.enabled
+
+    async def compact_for_overflow(self, signal: AbortSignal | None) -> None:
+        """pi's rule: a context overflow is compacted away and the model call retried, once."""
+        await self.compact("overflow", will_retry=True, signal=signal)
+
     def compaction_due(self) -> bool:
         settings = self.config.compaction
         return settings.enabled and should_compact(self.transcript.messages, self.config.model, settings)
@@ -62,7 +69,7 @@ class TreeHandlers(ConversationState):
         place in the run's events), else straight to subscribers. ``signal`` (the run's) cancels
         the activity as it cancels a model call: the summary call stops, no entry is written, and
         the end event says ``aborted``."""
-        publish = emit or self._publish
+        publish = emit or self.publish
         tokens_before = estimate_context_tokens(self.transcript.messages)
         publish(CompactionStartEvent(reason=reason))
         entries = list(self.transcript.unwritten)
@@ -105,7 +112,7 @@ class TreeHandlers(ConversationState):
             if remove is not None:
                 remove()
         self.transcript.mark_written(entries)
-        self.session_created = True
+        self.session.written()
         if result.entry is None:
             end = CompactionEndEvent(reason=reason, tokens_before=tokens_before, tokens_after=tokens_before)
         else:
@@ -119,15 +126,12 @@ class TreeHandlers(ConversationState):
 
     @workflow.update(name="compact")
     async def compact_(self, request: CompactRequest) -> CompactionEndEvent:
-        self.compacting = True
         # ``abort`` stops a manual compaction as it stops a run: the summary call is cancelled.
-        self.abort_signal = signal = AbortSignal()
+        signal = self.runs.start_compaction(abortable=True)
         try:
             return await self.compact("manual", request.instructions, signal=signal)
         finally:
-            self.compacting = False
-            if self.abort_signal is signal:
-                self.abort_signal = None
+            self.runs.end_compaction(signal)
 
     @compact_.validator
     def _validate_compact(self, request: CompactRequest) -> None:
@@ -136,7 +140,7 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="branch")
     async def branch(self, request: BranchRequest) -> BranchResult:
         """Move back to an earlier entry; the abandoned branch stays in the file, optionally summarised."""
-        self.compacting = True
+        self.runs.start_compaction(abortable=False)
         entries = list(self.transcript.unwritten)
         try:
             result: BranchResult = await workflow.execute_activity(
@@ -164,9 +168,9 @@ class TreeHandlers(ConversationState):
             code, reason = _failure(err, errors.VALIDATION_ERROR)
             raise _refuse(code, f"branch failed: {reason}") from None
         finally:
-            self.compacting = False
+            self.runs.end_compaction()
         self.transcript.mark_written(entries)
-        self.session_created = True
+        self.session.written()
         self.transcript.replace_messages(result.messages, result.message_entry_ids)
         self.transcript.leaf_id = result.leaf_id
         if result.summary_entry is not None:
@@ -182,7 +186,7 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="set_label")
     async def set_label(self, request: LabelRequest) -> Accepted:
         self.transcript.add(LabelEntry(target_id=request.target_entry_id, label=request.label or None))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_label.validator
     def _validate_set_label(self, request: LabelRequest) -> None:
@@ -200,7 +204,7 @@ class TreeHandlers(ConversationState):
     @workflow.update(name="set_session_name")
     async def set_session_name(self, request: SessionNameRequest) -> Accepted:
         self.transcript.add(SessionInfoEntry(name=request.name))
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @set_session_name.validator
     def _validate_set_session_name(self, request: SessionNameRequest) -> None:

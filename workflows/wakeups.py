@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from agentcore.errors import AgentError
     from agentcore.events import WakeupCancelledEvent, WakeupFiredEvent
     from agentcore.messages import ToolCall
-    from agentcore.protocol import Accepted, PendingRun, QueuedMessage, within_last_minute
+    from agentcore.protocol import Accepted, PendingRun, QueuedMessage
     from agentcore.tools import AgentToolResult, ToolSpec
     from agentcore.wakeups import (
         CancelWakeupRequest,
@@ -29,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
         check_note,
         due_time,
         fired_entry,
-        insert_sorted,
         lateness,
         plan_tool_wakeup,
         scheduled_entry,
@@ -42,18 +41,6 @@ from .state import ConversationState, _refuse, now_ms
 
 
 class WakeupHandlers(ConversationState):
-    wakeups: list[Wakeup]
-    # The timer task of each pending wake-up, by id.
-    _wakeup_timers: dict[str, asyncio.Task[None]]
-    # Wake-ups the model's ``wakeup_tool`` calls scheduled, announced after the call's end event.
-    _tool_wakeups: dict[str, Wakeup]
-
-    def _init_wakeups(self) -> None:
-        # In ``__init__``: an update may come before ``run`` starts the carried timers.
-        self.wakeups = []
-        self._wakeup_timers = {}
-        self._tool_wakeups = {}
-
     def _start_wakeups(self, carried: list[Wakeup]) -> None:
         """Timers for the wake-ups a previous run (or ``recover``) handed over."""
         for wakeup in carried:
@@ -61,11 +48,11 @@ class WakeupHandlers(ConversationState):
 
     @workflow.update(name="schedule_wakeup")
     async def schedule_wakeup(self, request: ScheduleWakeupRequest) -> Wakeup:
-        existing = next((wakeup for wakeup in self.wakeups if wakeup.id == request.id), None)
-        if existing is not None or self._seen(request.id):
+        existing = self.wakeups.find(request.id)
+        if existing is not None or self.inbox.seen(request.id):
             # Sent again (same id): the first one stands.
             return existing or Wakeup(id=request.id, note=request.note, due_at=workflow.now())
-        self._remember(request.id)
+        self.inbox.remember(request.id)
         now = workflow.now()
         wakeup = Wakeup(
             id=request.id,
@@ -74,12 +61,12 @@ class WakeupHandlers(ConversationState):
             scheduled_at=now,
         )
         self._hold_wakeup(wakeup)
-        self._publish(scheduled_event(wakeup))
+        self.publish(scheduled_event(wakeup))
         return wakeup
 
     @schedule_wakeup.validator
     def _validate_schedule_wakeup(self, request: ScheduleWakeupRequest) -> None:
-        if self._seen(request.id) or any(wakeup.id == request.id for wakeup in self.wakeups):
+        if self.inbox.seen(request.id) or self.wakeups.find(request.id) is not None:
             return
         try:
             check_note(request.note)
@@ -96,39 +83,34 @@ class WakeupHandlers(ConversationState):
 
     @workflow.update(name="cancel_wakeup")
     async def cancel_wakeup(self, request: CancelWakeupRequest) -> Accepted:
-        if not self._seen(request.id):
-            self._remember(request.id)
+        if self.inbox.first_time(request.id):
             self._cancel_wakeup(request.wakeup_id, "cancelled")
-        return Accepted(id=request.id, message_count=self.transcript.message_count)
+        return self._accepted(request.id)
 
     @cancel_wakeup.validator
     def _validate_cancel_wakeup(self, request: CancelWakeupRequest) -> None:
-        if self._seen(request.id):
+        if self.inbox.seen(request.id):
             return
-        if not any(wakeup.id == request.wakeup_id for wakeup in self.wakeups):
+        if self.wakeups.find(request.wakeup_id) is None:
             raise _refuse(errors.WAKEUP_NOT_FOUND, f"no pending wake-up with id {request.wakeup_id!r}")
 
     def _cancel_wakeup(self, wakeup_id: str, reason: str) -> None:
-        wakeup = next(wakeup for wakeup in self.wakeups if wakeup.id == wakeup_id)
-        self.wakeups.remove(wakeup)
-        self._wakeup_timers.pop(wakeup_id).cancel()
+        wakeup = self.wakeups.cancel(wakeup_id)
         self.transcript.add(cancelled_entry(wakeup, reason))
-        self._publish(
+        self.publish(
             WakeupCancelledEvent(id=wakeup.id, note=wakeup.note, due_at=wakeup.due_at, reason=reason)
         )
         self._set_details()
 
     def _cancel_all_wakeups(self, reason: str) -> None:
-        for wakeup in list(self.wakeups):
+        for wakeup in self.wakeups.pending:
             self._cancel_wakeup(wakeup.id, reason)
 
     def _hold_wakeup(self, wakeup: Wakeup, *, record: bool = True) -> None:
-        insert_sorted(self.wakeups, wakeup)
+        self.wakeups.add(wakeup)
         if record:
             self.transcript.add(scheduled_entry(wakeup))
-        self._wakeup_timers[wakeup.id] = asyncio.create_task(
-            self._wake_at(wakeup), name=f"wake-up {wakeup.id}"
-        )
+        self.wakeups.time(wakeup.id, asyncio.create_task(self._wake_at(wakeup), name=f"wake-up {wakeup.id}"))
         self._set_details()
 
     async def _wake_at(self, wakeup: Wakeup) -> None:
@@ -137,48 +119,47 @@ class WakeupHandlers(ConversationState):
             # A timer: the server fires it whether or not a worker runs then.
             await workflow.sleep(delay, summary=f"wake-up: {wakeup.note[:100]}")
         # Not while a compaction rewrites the context: the run it starts would race it.
-        await workflow.wait_condition(lambda: not self.compacting)
+        await workflow.wait_condition(lambda: not self.runs.compacting)
         # Its note is a message like any other (SPEC-9.1): past the per-minute rate it waits for the
         # window to free; with the conversation full it cannot come, and is cancelled, saying why.
-        while (refusal := self._refusal(1)) is not None:
-            if self._held() + 1 > self.limits.max_messages:
+        while (refusal := self.inbox.refusal(1)) is not None:
+            if self.inbox.held() + 1 > self.limits.max_messages:
                 self._cancel_wakeup(wakeup.id, f"{errors.RATE_LIMITED}: {refusal}")
                 return
-            window = within_last_minute(self.recent_message_times, now_ms())
-            await workflow.sleep(
-                max(0.001, (window[0] + 60_000 - now_ms()) / 1000), summary="wake-up: rate limit"
-            )
-            await workflow.wait_condition(lambda: not self.compacting)
+            opens = self.inbox.rate_window_opens_at()
+            await workflow.sleep(max(0.001, (opens - now_ms()) / 1000), summary="wake-up: rate limit")
+            await workflow.wait_condition(lambda: not self.runs.compacting)
         self._fire(wakeup, workflow.now())
 
     def _fire(self, wakeup: Wakeup, now: datetime) -> None:
-        self.wakeups.remove(wakeup)
-        del self._wakeup_timers[wakeup.id]
+        self.wakeups.fired(wakeup)
         self.transcript.add(fired_entry(wakeup, now))
         self._deliver_note(wakeup, now)
 
     def _deliver_note(self, wakeup: Wakeup, now: datetime) -> None:
         """Run the conversation with ``wakeup``'s note (a fired wake-up, a schedule's message)."""
-        self._publish(
+        self.publish(
             WakeupFiredEvent(
                 id=wakeup.id, note=wakeup.note, due_at=wakeup.due_at, late_seconds=lateness(wakeup, now)
             )
         )
         message = wakeup_message(wakeup, now)
-        self._count_messages(1)
-        if self.running or self.pending_run is not None:
+        self.inbox.count_messages(1)
+        if self.runs.running or self.runs.pending is not None:
             # A run is going (or about to start): it takes the note when it would otherwise stop.
-            self.follow_up.append(QueuedMessage(id=f"wakeup-{wakeup.id}-{now.timestamp()}", message=message))
+            self.inbox.add_follow_up(
+                QueuedMessage(id=f"wakeup-{wakeup.id}-{now.timestamp()}", message=message)
+            )
         else:
             # Idle, or continuing as new (the pending run is carried over and starts in the next run).
-            self.pending_run = PendingRun(
-                id=f"wakeup-{wakeup.id}-{now.timestamp()}", kind="prompt", messages=[message]
+            self.runs.request(
+                PendingRun(id=f"wakeup-{wakeup.id}-{now.timestamp()}", kind="prompt", messages=[message])
             )
         self._set_details()
 
-    def _wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
+    def wakeup_tool_call(self, spec: ToolSpec, call: ToolCall) -> AgentToolResult:
         """A ``wakeup_tool`` call, carried out here: a timer, no activity."""
-        if self.subagent is not None:
+        if self.subagents.run is not None:
             return subagent_refusal(spec)
         wakeup, result = plan_tool_wakeup(
             spec,
@@ -190,11 +171,11 @@ class WakeupHandlers(ConversationState):
         )
         if wakeup is not None:
             self._hold_wakeup(wakeup)
-            self._tool_wakeups[call.id] = wakeup
+            self.wakeups.scheduled_by_tool(call.id, wakeup)
         return result
 
     def _announce_tool_wakeup(self, tool_call_id: str) -> None:
         """After a ``wakeup_tool`` call's end event: the wake-up it scheduled (as in-process)."""
-        wakeup = self._tool_wakeups.pop(tool_call_id, None)
+        wakeup = self.wakeups.announce(tool_call_id)
         if wakeup is not None:
-            self._publish(scheduled_event(wakeup))
+            self.publish(scheduled_event(wakeup))
