@@ -5,7 +5,7 @@ workflow may upsert it, or the upsert fails the workflow task. Three places must
 the workflow that upserts them, whatever starts an embedded dev server (it must register them at
 start-up), and ``docker-compose.yml``'s ``temporal-setup`` service (which runs
 ``temporal operator search-attribute create`` against the cluster). They all read, or are tested
-against, this dict; ``tests/test_compose.py`` fails when the compose file drifts from it.
+against, this dict; ``tests/project/test_compose.py`` fails when the compose file drifts from it.
 
 Deliberately plain data with no ``temporalio`` import, so the library half stays Temporal-free; the
 Temporal edge maps the type strings to ``temporalio.common.SearchAttributeKey.for_keyword`` etc.

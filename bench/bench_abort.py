@@ -19,12 +19,12 @@ from pathlib import Path
 
 from temporalio.testing import WorkflowEnvironment
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.durable_support
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for tests.support.durable
 
 from agentcore import AgentOptions
 from agentcore.temporal import DATA_CONVERTER, find_temporal_binary, search_attribute_keys
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text
-from tests.durable_support import running_worker  # noqa: E402
+from tests.support.durable import running_worker  # noqa: E402
 
 
 async def measure(runs: int) -> list[float]:

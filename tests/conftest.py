@@ -15,7 +15,7 @@ from agentcore.temporal import (
     find_temporal_binary,
     search_attribute_keys,
 )
-from tests import replay_support
+from tests.support import replay
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,19 +57,19 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
 @pytest.fixture
 async def temporal_client(temporal_env: WorkflowEnvironment) -> Client:
     """The dev server's client, noting the workflows it starts for ``replay_check``."""
-    return replay_support.recording_client(temporal_env.client)
+    return replay.recording_client(temporal_env.client)
 
 
 @pytest.fixture(autouse=True)
 async def replay_check(request: pytest.FixtureRequest) -> AsyncIterator[None]:
-    """At the end of the test, every workflow history it made replays (``tests/replay_support.py``)."""
+    """At the end of the test, every workflow history it made replays (``tests/support/replay.py``)."""
     opted_out = request.node.get_closest_marker("no_replay_check")
     if opted_out is not None and not opted_out.args:
         pytest.fail("@pytest.mark.no_replay_check needs its reason: no_replay_check('why')")
-    with replay_support.recording(enabled=opted_out is None) as registry:
+    with replay.recording(enabled=opted_out is None) as registry:
         yield
     try:
-        await replay_support.check(registry)
+        await replay.check(registry)
     finally:
         if registry.replayed or registry.skipped:
             request.node.user_properties.append(("replay_check", registry.summary()))
@@ -99,8 +99,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    """A headless Chromium page (``tests.web_support.Browser``), quit after the test."""
-    from tests.web_support import Browser  # selenium only for the tests that drive a browser
+    """A headless Chromium page (``tests.support.web.Browser``), quit after the test."""
+    from tests.support.web import Browser  # selenium only for the tests that drive a browser
 
     page = await Browser.launch()
     try:

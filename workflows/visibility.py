@@ -17,7 +17,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from agentcore.approvals import PendingApproval
     from agentcore.search_attributes import AGENT_COST_USD, AGENT_MESSAGE_COUNT, AGENT_MODEL, AGENT_STATUS
-    from agentcore.temporal.connect import search_attribute_keys
+    from agentcore.temporal.search_attributes import search_attribute_keys
     from agentcore.wakeups import Wakeup
 
 

@@ -2,7 +2,7 @@
 reaching conversations, and the demo model and tools ``dev``, ``chat`` and ``web`` offer.
 
 Light at import, as the package is: Temporal, pydantic and httpx load when a command runs, not to
-parse its flags or print help (``tests/test_cli_startup.py``)."""
+parse its flags or print help (``tests/cli/test_cli_startup.py``)."""
 
 from __future__ import annotations
 

@@ -31,9 +31,9 @@ from agentcore.session import JsonlSessionStorage
 from agentcore.temporal import connect, dynamic_config_args, find_temporal_binary
 from agentcore.temporal.payloads import PAYLOADS_SUBDIR, with_payload_store
 from agentcore.testing.scripted import scripted_model
-from tests import replay_support
-from tests.durable_support import eventually
-from tests.replay_support import recording_client
+from tests.support import replay
+from tests.support.durable import eventually
+from tests.support.replay import recording_client
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORIES = ROOT / "tests" / "histories"
@@ -156,9 +156,9 @@ class Rig:
         self.log = self.workdir / "executions.log"
         self.log.touch()
         # Every history this rig's conversations make replays at the end of the test (or, on a
-        # killable server, before it stops): tests/replay_support.py.
+        # killable server, before it stops): tests/support/replay.py.
         self.client = recording_client(self.client)
-        replay_support.watch_task_queue(
+        replay.watch_task_queue(
             self.client,
             self.task_queue,
             with_payload_store(self.client.data_converter, self.sessions_dir / PAYLOADS_SUBDIR),
@@ -248,9 +248,9 @@ async def assert_histories_sound(client: Client, workflow_id: str) -> None:
     for history in await run_histories(client, workflow_id):
         failed = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
         assert not failed, f"workflow task failed: {failed[0].workflow_task_failed_event_attributes}"
-        await replay_support.replayer().replay_workflow(history)
+        await replay.replayer().replay_workflow(history)
         if os.environ.get("AGENTCORE_RECORD_HISTORIES"):
-            # Keep this fault scenario's history for tests/test_replay.py (fault 12):
+            # Keep this fault scenario's history for tests/workflows/test_replay.py (fault 12):
             # AGENTCORE_RECORD_HISTORIES=1 pytest tests/reliability --run-reliability -k <scenario>
             test = os.environ.get("PYTEST_CURRENT_TEST", "scenario").split("::")[-1].split(" ")[0]
             name = test.removeprefix("test_").replace("_", "-")[:40]
@@ -265,7 +265,7 @@ async def history_problems(
     ``workflow_id`` and (``children``) of every child workflow those runs started (sub-agents).
     ``keep``: a directory to write each history with a problem to (``<workflow id>-<run>.json``)."""
     problems: list[str] = []
-    check = replay_support.replayer()
+    check = replay.replayer()
     for history in await run_histories(client, workflow_id):
         run = f"{workflow_id} run {history.run_id[-8:]}"
         found = len(problems)
@@ -371,6 +371,6 @@ async def server_proc(tmp_path: Path) -> AsyncIterator[ServerProc]:
     finally:
         try:
             if server.process is not None and server.process.poll() is None:
-                await replay_support.check_now()  # while the histories are still there
+                await replay.check_now()  # while the histories are still there
         finally:
             server.stop()

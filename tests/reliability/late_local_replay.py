@@ -31,8 +31,8 @@ from agentcore.temporal import (
     search_attribute_keys,
 )
 from agentcore.testing.scripted import ScriptedModel, scripted_model, text, tool_calls
-from tests.durable_support import Harness, add_tool, running_worker
-from tests.test_replay import _replayer
+from tests.support.durable import Harness, add_tool, running_worker
+from tests.workflows.test_replay import _replayer
 
 
 def _reply(context: Any) -> Any:

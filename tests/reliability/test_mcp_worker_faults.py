@@ -9,7 +9,7 @@ import sys
 
 from agentcore.errors import OUTCOME_UNKNOWN
 from agentcore.messages import ToolResultMessage
-from tests.mcp_support import ROOT, log_lines
+from tests.support.mcp import ROOT, log_lines
 
 from .conftest import Rig, wait_until
 from .test_worker_faults import directive
@@ -20,7 +20,7 @@ async def test_kill_mid_mcp_calls_reruns_the_read_only_one_and_reports_the_other
     config = rig.workdir / "mcp.json"
     server = {
         "command": sys.executable,
-        "args": ["-m", "tests.mcp_servers", "stdio", "--name", "alpha", "--log", str(mcp_log)],
+        "args": ["-m", "tests.support.mcp_servers", "stdio", "--name", "alpha", "--log", str(mcp_log)],
         "env": {"PYTHONPATH": str(ROOT)},
         "cwd": str(ROOT),
     }
