@@ -16,7 +16,7 @@ import time
 import httpx
 
 from agentcore.messages import TextContent, UserMessage
-from agentcore.providers import aclose_shared_client, base, stream
+from agentcore.providers import aclose_shared_client, stream, transport
 from agentcore.runtime import LlmContext, StreamOptions
 from agentcore.testing.loopback import LoopbackServer
 
@@ -45,27 +45,27 @@ CONCURRENCY = (1, 20, 100)
 
 
 def _own_pool() -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=base.HTTP_TIMEOUT, limits=base.HTTP_LIMITS, trust_env=True)
+    return httpx.AsyncClient(timeout=transport.HTTP_TIMEOUT, limits=transport.HTTP_LIMITS, trust_env=True)
 
 
 async def provider_calls(rounds: int = 3, count: int = 300, **_options: object) -> list[Row]:
     loopback = await spawn("bench.loopback_proc", "--port", "0")
     model = LoopbackServer(port=int(loopback.info)).model("openai-completions")
     context = LlmContext(messages=[UserMessage(content=[TextContent(text="/tools 1")], timestamp=1)])
-    clients = {"providers' client": base._new_client, "httpx's own pool": _own_pool}
+    clients = {"providers' client": transport._new_client, "httpx's own pool": _own_pool}
     seconds: dict[tuple[str, int], list[float]] = {}
     try:
         for _ in range(rounds):
             for name, make in clients.items():
                 await aclose_shared_client()  # each round opens its connections afresh
-                base._new_client = make
+                transport._new_client = make
                 for concurrency in CONCURRENCY:
                     await _calls(model, context, 20, concurrency)  # warm: connections open
                     seconds.setdefault((name, concurrency), []).append(
                         await _calls(model, context, count, concurrency)
                     )
     finally:
-        base._new_client = clients["providers' client"]
+        transport._new_client = clients["providers' client"]
         await aclose_shared_client()
         await loopback.stop()
     return [

@@ -14,7 +14,11 @@ Module map::
     catalog.py             MODELS, get_model, calculate_cost
     errors.py              failure classification, retry-after, context overflow
     keys.py                API key resolution (explicit > callback > environment)
-    base.py                partial-message builder, HTTP/SSE driver, transcript clean-up
+    base.py                what both providers share (re-exported from the four below)
+    builder.py             the partial-message builder and its stream events
+    transport.py           the shared HTTP client per loop; posting a request, reading its SSE
+    driver.py              the stream driver: one request to its single final event
+    conversion.py          transcript clean-up, the conversion memo
     openai_completions.py  OpenAI Chat Completions and compatible servers
     anthropic_messages.py  Anthropic Messages
 """

@@ -26,10 +26,10 @@ from agentcore.model import ModelCost, ThinkingLevel
 from agentcore.providers import (
     RAW_ARGUMENTS_KEY,
     aclose_shared_client,
-    base,
     get_model,
     is_context_overflow,
     stream,
+    transport,
 )
 from agentcore.runtime import AbortSignal, LlmContext, StreamOptions
 from agentcore.testing.loopback import LoopbackServer, Script, ScriptToolCall, ScriptUsage
@@ -545,8 +545,10 @@ async def test_the_loopback_server_keeps_its_latest_requests_and_counts_them_all
 @pytest.fixture
 async def one_connection(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[None]:
     """The providers' client with a pool of one connection, short pool and read timeouts."""
-    monkeypatch.setattr(base, "HTTP_LIMITS", httpx.Limits(max_connections=1, max_keepalive_connections=1))
-    monkeypatch.setattr(base, "HTTP_TIMEOUT", httpx.Timeout(5.0, read=0.3, pool=1.0))
+    monkeypatch.setattr(
+        transport, "HTTP_LIMITS", httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    )
+    monkeypatch.setattr(transport, "HTTP_TIMEOUT", httpx.Timeout(5.0, read=0.3, pool=1.0))
     await aclose_shared_client()
     yield
     await aclose_shared_client()

@@ -46,7 +46,7 @@ from agentcore.mcp import load_mcp_config
 from agentcore.messages import ToolResultMessage, UserMessage
 from agentcore.model import Model
 from agentcore.runtime import LlmContext, StreamOptions
-from agentcore.session import storage as session_storage
+from agentcore.session.storage import jsonl as session_storage
 from agentcore.temporal import connect
 from agentcore.testing.scripted import Reply, ScriptedModel, scripted_model, text, tool_calls
 from agentcore.tool_context import current_tool_context
@@ -167,7 +167,7 @@ def tear_append_containing(marker: str) -> None:
     The only way to stop a process *inside* one ``write`` call at a chosen byte: write half the
     payload, then kill ourselves, exactly as a crash mid-append would leave the file.
     """
-    original = session_storage._write_all
+    original = session_storage.write_all
     wanted = marker.encode()
 
     def write_all(fd: int, data: bytes) -> None:
@@ -176,7 +176,7 @@ def tear_append_containing(marker: str) -> None:
             os.kill(PID, signal.SIGKILL)
         original(fd, data)
 
-    session_storage._write_all = write_all  # type: ignore[assignment]
+    session_storage.write_all = write_all  # type: ignore[assignment]
 
 
 async def main() -> None:

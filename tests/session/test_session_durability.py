@@ -28,8 +28,9 @@ from agentcore.session import (
     migrate_file,
 )
 from agentcore.session import entries as entries_module
-from agentcore.session import storage as storage_module
 from agentcore.session.lines import TORN_MARKER
+from agentcore.session.storage import file as file_module
+from agentcore.session.storage import jsonl as jsonl_module
 from tests.support.session import new_session, reopen, texts, user
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +108,8 @@ def test_sigkill_mid_append_leaves_a_file_that_reopens_clean(tmp_path: Path) -> 
     child = run_python(
         """
         import os, signal, sys
-        from agentcore.session import JsonlSessionStorage, MessageEntry, storage as storage_module
+        from agentcore.session import JsonlSessionStorage, MessageEntry
+        from agentcore.session.storage import jsonl as jsonl_module
         from agentcore.messages import UserMessage
 
         def half_then_die(fd, data):
@@ -115,7 +117,7 @@ def test_sigkill_mid_append_leaves_a_file_that_reopens_clean(tmp_path: Path) -> 
             os.kill(os.getpid(), signal.SIGKILL)
 
         s = JsonlSessionStorage.open(sys.argv[1], writer=True)
-        storage_module._write_all = half_then_die
+        jsonl_module.write_all = half_then_die
         s.append_entry(MessageEntry(id="b", message=UserMessage(content="torn " * 50, timestamp=1)))
         """,
         str(path),
@@ -139,7 +141,7 @@ def test_failed_write_indexes_what_made_it_so_a_retry_does_not_duplicate(
         os.write(fd, data[: data.index(b"\n") + 10])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(storage_module, "_write_all", first_line_then_fail)
+    monkeypatch.setattr(jsonl_module, "write_all", first_line_then_fail)
     with pytest.raises(OSError):
         storage.append_entries(
             [MessageEntry(id="a", message=user("one")), MessageEntry(id="b", message=user("two"))]
@@ -305,14 +307,13 @@ def test_migration_chain_runs_for_older_files(tmp_path: Path, monkeypatch: pytes
         return header, [{**entry, "migrated": True} for entry in entries]
 
     monkeypatch.setattr(entries_module, "FORMAT_VERSION", 2)
-    monkeypatch.setattr(storage_module, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(file_module, "FORMAT_VERSION", 2)
+    monkeypatch.setattr(jsonl_module, "FORMAT_VERSION", 2)
     monkeypatch.setattr(migrate_module, "FORMAT_VERSION", 2)
     monkeypatch.setitem(MIGRATIONS, 1, v1_to_v2)
     calls: list[int] = []
-    real = storage_module.migrate
-    monkeypatch.setattr(
-        storage_module, "migrate", lambda h, e: (calls.append(len(e)), real(h, e, target=2))[1]
-    )
+    real = file_module.migrate
+    monkeypatch.setattr(file_module, "migrate", lambda h, e: (calls.append(len(e)), real(h, e, target=2))[1])
     before = FIXTURE.read_bytes()
     with JsonlSessionStorage.open(FIXTURE) as storage:
         assert calls == [15]

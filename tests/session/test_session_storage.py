@@ -105,13 +105,13 @@ def test_append_is_idempotent_by_id(tmp_path: Path) -> None:
 def test_append_entries_chains_the_batch_and_writes_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentcore.session import storage as storage_module
+    from agentcore.session.storage import jsonl as jsonl_module
 
     writes: list[bytes] = []
-    real_write = storage_module._write_all
+    real_write = jsonl_module.write_all
     with new_session(tmp_path / "s.jsonl") as storage:
         monkeypatch.setattr(
-            storage_module, "_write_all", lambda fd, data: (writes.append(data), real_write(fd, data))
+            jsonl_module, "write_all", lambda fd, data: (writes.append(data), real_write(fd, data))
         )
         batch = storage.append_entries(
             [MessageEntry(message=user("q")), MessageEntry(message=assistant("a"))]

@@ -1,0 +1,5 @@
+"""``python -m agentcore.testing.loopback``: serve the echo assistant (see ``server.main``)."""
+
+from .server import main
+
+main()
