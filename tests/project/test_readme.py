@@ -161,7 +161,7 @@ def test_the_compose_command_names_the_checked_compose_file() -> None:
     # ``docker compose up`` (quoted in the text, not a bash block) needs Docker; the compose file it
     # runs is checked service by service in tests/project/test_compose.py.
     assert "`docker compose up -d --build`" in README.read_text()
-    assert (ROOT / "docker-compose.yml").is_file() and (ROOT / "tests" / "test_compose.py").is_file()
+    assert (ROOT / "docker-compose.yml").is_file() and (ROOT / "tests" / "project" / "test_compose.py").is_file()
 
 
 @pytest.mark.parametrize("command", [c for c, how in README_COMMANDS.items() if how == "model"])
