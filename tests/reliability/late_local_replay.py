@@ -4,6 +4,7 @@ activities, by design").
 
     python -m tests.reliability.late_local_replay                # 100 conversations, 3 turns each
     python -m tests.reliability.late_local_replay --no-queries   # the same without get_state
+    python -m tests.reliability.late_local_replay --max-cached 4 # runs evicted all along
 
 Each conversation has an event subscriber (the web page's, the terminal chat's) and takes tool turns;
 with queries on, a client calls ``get_state`` while each turn runs. Then every history is replayed.
@@ -81,6 +82,9 @@ async def main() -> None:
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--no-queries", action="store_true")
     parser.add_argument("--keep", metavar="DIR", help="write the histories that failed to replay here")
+    parser.add_argument(
+        "--max-cached", type=int, metavar="N", help="the worker's max_cached_workflows (evictions all along)"
+    )
     args = parser.parse_args()
     env = await WorkflowEnvironment.start_local(
         data_converter=DATA_CONVERTER,
@@ -94,7 +98,8 @@ async def main() -> None:
     try:
         model = ScriptedModel(_reply, chunks=4, delay=0.005)
         with tempfile.TemporaryDirectory() as tmp:
-            async with running_worker(env.client, Path(tmp), model, tools=[add_tool()]) as h:
+            cache = {} if args.max_cached is None else {"max_cached_workflows": args.max_cached}
+            async with running_worker(env.client, Path(tmp), model, tools=[add_tool()], **cache) as h:
                 for batch in range(0, args.conversations, 10):
                     names = [f"late-{n}" for n in range(batch, min(batch + 10, args.conversations))]
                     histories = await asyncio.gather(
